@@ -1,0 +1,128 @@
+"""The batch status record and its transition rules (one item per batch, keyed by ``batchId``).
+
+Transitions, each enforced by a DynamoDB condition so that concurrent, retried or duplicated
+calls cannot break them:
+
+* (none)   -> SUCCEEDED  UpdateFinalStatus, when every task of an execution succeeded.
+* (none)   -> FAILED     the workflow's RecordBatchFailure step (direct DynamoDB integration).
+* FAILED   -> FAILED     a later (redrive) execution failed again; it becomes the one to redrive.
+* FAILED   -> SUCCEEDED  only by a redrive execution that names the recorded failed execution
+                         (``redriveOf``) and re-ran every task that execution recorded as failed.
+* SUCCEEDED is final: a repeated UpdateFinalStatus is a no-op and a late failure never overwrites it.
+
+So the final status is written exactly once, and a FAILED batch is never flipped to SUCCEEDED by a
+retry or a repeat of an old call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import FinalStatusConflict
+
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+
+# Used verbatim by the state machine's RecordBatchFailure DynamoDB UpdateItem (stacks/constructs).
+FAILURE_UPDATE_EXPRESSION = (
+    "SET #status = :failed, failedTasks = :failedTasks, executionArn = :executionArn, "
+    "updatedAt = :updatedAt ADD failedRuns :one"
+)
+FAILURE_CONDITION_EXPRESSION = "attribute_not_exists(batchId) OR #status = :failed"
+FAILURE_EXPRESSION_NAMES = {"#status": "status"}
+
+_FIRST_SUCCESS_CONDITION = "attribute_not_exists(batchId)"
+_REDRIVE_SUCCESS_CONDITION = "#status = :failed AND executionArn = :redriveOf"
+
+
+@dataclass(frozen=True)
+class FinalizeResult:
+    outcome: str  # "FINALIZED" (this call wrote SUCCEEDED) or "ALREADY_FINALIZED" (no-op)
+    batch_id: str
+    finalized_by: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"outcome": self.outcome, "batchId": self.batch_id, "finalizedBy": self.finalized_by}
+
+
+def _plain(item: dict[str, Any] | None) -> dict[str, Any]:
+    """DynamoDB attribute-value map -> plain dict (only the types this table uses)."""
+    out: dict[str, Any] = {}
+    for key, value in (item or {}).items():
+        (kind, inner), = value.items()
+        out[key] = int(inner) if kind == "N" else sorted(inner) if kind == "SS" else inner
+    return out
+
+
+def read_status(client: Any, table_name: str, batch_id: str) -> dict[str, Any] | None:
+    """The batch's status record as a plain dict (strongly consistent), or None."""
+    item = client.get_item(
+        TableName=table_name, Key={"batchId": {"S": batch_id}}, ConsistentRead=True
+    ).get("Item")
+    return _plain(item) if item else None
+
+
+def record_success(
+    client: Any,
+    table_name: str,
+    *,
+    batch_id: str,
+    execution_arn: str,
+    ran_tasks: Iterable[str],
+    now: str,
+    redrive_of: str | None = None,
+) -> FinalizeResult:
+    """Write SUCCEEDED exactly once; a repeat is a no-op; a FAILED verdict is never overwritten
+    except by the redrive of the execution that recorded it."""
+    ran = sorted(set(ran_tasks))
+    values: dict[str, Any] = {
+        ":succeeded": {"S": SUCCEEDED},
+        ":executionArn": {"S": execution_arn},
+        ":now": {"S": now},
+    }
+    update = "SET #status = :succeeded, executionArn = :executionArn, finalizedBy = :executionArn, "
+    update += "finalizedAt = :now, updatedAt = :now"
+    if redrive_of is None:
+        condition = _FIRST_SUCCESS_CONDITION
+    else:
+        recorded = read_status(client, table_name, batch_id)
+        if recorded and recorded.get("status") == FAILED:
+            missing = sorted(set(recorded.get("failedTasks", [])) - set(ran))
+            if missing:
+                raise FinalStatusConflict(
+                    f"batch {batch_id}: the redrive of {redrive_of} did not re-run "
+                    f"{', '.join(missing)}, which that execution recorded as failed; "
+                    "include them in tasks"
+                )
+        condition = _REDRIVE_SUCCESS_CONDITION
+        values[":failed"] = {"S": FAILED}
+        values[":redriveOf"] = {"S": redrive_of}
+        update += ", redriveOf = :redriveOf"
+    if ran:
+        update += ", ranTasks = :ranTasks"
+        values[":ranTasks"] = {"SS": ran}
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key={"batchId": {"S": batch_id}},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        old = _plain(exc.response.get("Item"))
+        if old.get("status") == SUCCEEDED:
+            return FinalizeResult("ALREADY_FINALIZED", batch_id, old.get("finalizedBy", ""))
+        if old.get("status") == FAILED:
+            raise FinalStatusConflict(
+                f"batch {batch_id} was recorded FAILED by {old.get('executionArn')}; a FAILED batch "
+                "is finalized only by a redrive of that execution (input field redriveOf)"
+            ) from exc
+        raise FinalStatusConflict(
+            f"batch {batch_id}: the redrive names {redrive_of}, but no FAILED record exists for it"
+        ) from exc
+    return FinalizeResult("FINALIZED", batch_id, execution_arn)

@@ -1,0 +1,95 @@
+"""What every child task Lambda shares: the event it receives and the demo's fault switch.
+
+The state machine invokes each task with::
+
+    {"batchId": "...", "task": "ChargePayment", "input": {...the task's payload...},
+     "attempt": 0, "executionArn": "arn:aws:states:...:execution:..."}
+
+``attempt`` is ``$$.State.RetryCount`` (0 on the first try). A task returns a JSON object (its
+output) or raises: ``RetryableTaskError`` to be retried with backoff, ``NonRetryableTaskError`` to
+go straight to the dead-letter queue, anything else is treated as not retryable either.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+
+from .errors import NonRetryableTaskError, RetryableTaskError
+
+# Service name comes from POWERTOOLS_SERVICE_NAME, which the stack sets to the task's name.
+logger = Logger()
+tracer = Tracer()
+
+SIMULATE_KEY = "simulateFailure"
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    batch_id: str
+    task: str
+    payload: dict[str, Any]
+    attempt: int
+    execution_arn: str
+
+    @classmethod
+    def parse(cls, event: Mapping[str, Any]) -> "TaskEvent":
+        try:
+            return cls(
+                batch_id=str(event["batchId"]),
+                task=str(event["task"]),
+                payload=dict(event.get("input") or {}),
+                attempt=int(event.get("attempt") or 0),
+                execution_arn=str(event.get("executionArn") or ""),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NonRetryableTaskError(
+                f"task event must carry batchId, task, input, attempt: {exc}"
+            ) from exc
+
+
+def raise_simulated_failure(event: TaskEvent) -> None:
+    """Fail on purpose when the payload asks for it, so Retry, Catch and the DLQ can be watched.
+
+    ``"simulateFailure": {"mode": "transient", "times": 2}`` fails the first 2 attempts with a
+    retryable error; ``{"mode": "permanent"}`` fails every attempt (retries exhaust, DLQ);
+    ``{"mode": "fatal"}`` fails with a non-retryable error (no retry, DLQ).
+    """
+    spec = event.payload.get(SIMULATE_KEY)
+    if not spec:
+        return
+    if not isinstance(spec, Mapping) or spec.get("mode") not in ("transient", "permanent", "fatal"):
+        raise NonRetryableTaskError(
+            f"input.{SIMULATE_KEY} must be {{\"mode\": \"transient\"|\"permanent\"|\"fatal\", "
+            f"\"times\": N}}, got {spec!r}"
+        )
+    mode = spec["mode"]
+    where = f"{event.task} (attempt {event.attempt + 1})"
+    if mode == "fatal":
+        raise NonRetryableTaskError(f"simulated non-retryable failure of {where}")
+    if mode == "permanent":
+        raise RetryableTaskError(f"simulated permanent failure of {where}")
+    if event.attempt < int(spec.get("times", 1)):
+        raise RetryableTaskError(f"simulated transient failure of {where}")
+
+
+def task_handler(logic: Callable[[TaskEvent], dict[str, Any]]) -> Callable[[dict, Any], dict]:
+    """Turn ``logic(task) -> output`` into a Lambda handler with structured logs (batch id, task
+    id and attempt on every line), X-Ray tracing and the demo's fault switch."""
+
+    @tracer.capture_lambda_handler
+    @logger.inject_lambda_context
+    @functools.wraps(logic)
+    def handler(event: dict, context: Any) -> dict[str, Any]:
+        task = TaskEvent.parse(event)
+        logger.append_keys(batch_id=task.batch_id, task_id=task.task, attempt=task.attempt + 1)
+        raise_simulated_failure(task)
+        output = logic(task)
+        logger.info("task succeeded")
+        return output
+
+    return handler

@@ -1,0 +1,1 @@
+"""Example child tasks. Replace them with your own: see README, "Add a task"."""

@@ -1,0 +1,38 @@
+"""UpdateFinalStatus: reached only when every task of the batch succeeded. Writes the batch's
+SUCCEEDED record exactly once (see fanout_common.final_status for the rules)."""
+
+import functools
+import os
+from datetime import datetime, timezone
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+
+from fanout_common.final_status import record_success
+
+logger = Logger()
+tracer = Tracer()
+
+
+@functools.cache
+def _dynamodb():
+    return boto3.client("dynamodb")
+
+
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def handler(event, context):
+    batch_id = event["batchId"]
+    logger.append_keys(batch_id=batch_id, execution_arn=event.get("executionArn"))
+    ran = [r["task"] for r in event.get("results", []) if r.get("status") == "SUCCEEDED"]
+    result = record_success(
+        _dynamodb(),
+        os.environ["STATUS_TABLE_NAME"],
+        batch_id=batch_id,
+        execution_arn=event["executionArn"],
+        ran_tasks=ran,
+        redrive_of=event.get("redriveOf"),
+        now=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    )
+    logger.info("final status", extra=result.to_dict())
+    return result.to_dict()

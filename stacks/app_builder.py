@@ -1,0 +1,43 @@
+"""Builds the CDK app of one environment: used by app.py (the cdk CLI), the tests and the local
+engine, so all three synthesize exactly the same templates."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import App, Environment, Tags, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.config import EnvironmentConfig, load_environment, read_cdk_context
+from stacks.parallel_workflow_stack import ParallelWorkflowStack
+
+
+def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
+    return {"parallel": f"{cfg.stack_prefix}-ParallelWorkflow"}
+
+
+def build_app(
+    env_name: str | None = None, *, outdir: str | None = None, context: Mapping[str, Any] | None = None
+) -> tuple[App, EnvironmentConfig, dict[str, Any]]:
+    """Returns (app, config, stacks by workflow name). ``env_name`` None reads ``-c env=NAME``."""
+    base_context = dict(context or read_cdk_context())
+    app = App(outdir=outdir, context=base_context) if outdir else App(context=base_context)
+    name = env_name or app.node.try_get_context("env")
+    cfg = load_environment(base_context, name)
+    env = Environment(account=cfg.account, region=cfg.region)
+    names = stack_names(cfg)
+    stacks = {
+        "parallel": ParallelWorkflowStack(
+            app,
+            names["parallel"],
+            cfg=cfg,
+            env=env,
+            description=f"Fan-out/fan-in kit: Parallel workflow ({cfg.name})",
+        ),
+    }
+    for stack in stacks.values():
+        Tags.of(stack).add("project", "fanout-kit")
+        Tags.of(stack).add("environment", cfg.name)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return app, cfg, stacks

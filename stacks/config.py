@@ -1,0 +1,193 @@
+"""Per-environment settings, read from cdk.json context (the one place they live).
+
+``load_environment(context, name)`` validates everything the stacks use and fails with a message
+that names the setting and the fix. No aws_cdk import here: the CLI and tests use it too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from statemachines.retry_policy import RetryConfigError, RetrySettings
+
+ROOT = Path(__file__).resolve().parent.parent
+CDK_JSON = ROOT / "cdk.json"
+ENVIRONMENTS_KEY = "fanout:environments"
+TASKS_KEY = "fanout:tasks"
+TASK_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")
+RETRY_KINDS = ("transient", "retryable", "dlqSend", "statusWrite")
+ALARM_KEYS = (
+    "dlqVisibleMessages",
+    "executionsFailed",
+    "executionsTimedOut",
+    "lambdaErrors",
+    "lambdaThrottles",
+    "periodMinutes",
+)
+
+
+class ConfigError(ValueError):
+    """cdk.json context is wrong; the message names the setting and the fix."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    handler: str
+    description: str
+    transient: RetrySettings  # Lambda service errors
+    retryable: RetrySettings  # the task raised RetryableTaskError
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    dlq_visible_messages: int
+    executions_failed: int
+    executions_timed_out: int
+    lambda_errors: int
+    lambda_throttles: int
+    period_minutes: int
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    name: str
+    stack_prefix: str
+    account: str | None
+    region: str
+    removal_policy: str  # "destroy" | "retain"
+    log_retention_days: int
+    task_timeout_seconds: int
+    execution_timeout_minutes: int
+    powertools_layer_version: int
+    dlq_send_retry: RetrySettings
+    status_write_retry: RetrySettings
+    alarms: AlarmThresholds
+    tasks: tuple[TaskSpec, ...]
+
+    @property
+    def task_names(self) -> list[str]:
+        return [t.name for t in self.tasks]
+
+    @property
+    def retain_data(self) -> bool:
+        return self.removal_policy == "retain"
+
+
+def read_cdk_context(path: Path = CDK_JSON) -> dict[str, Any]:
+    return json.loads(path.read_text())["context"]
+
+
+def _int(env: Mapping[str, Any], key: str, where: str, low: int = 1) -> int:
+    value = env.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ConfigError(f"{where}.{key}: must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"context.{TASKS_KEY}: must be a non-empty list of tasks")
+    specs, seen = [], set()
+    for i, task in enumerate(raw):
+        where = f"context.{TASKS_KEY}[{i}]"
+        if not isinstance(task, Mapping):
+            raise ConfigError(f"{where}: must be an object with name and handler")
+        name, handler = task.get("name"), task.get("handler")
+        if not isinstance(name, str) or not TASK_NAME.match(name):
+            raise ConfigError(
+                f"{where}.name: must be PascalCase letters/digits, at most 40, got {name!r}"
+            )
+        if name in seen:
+            raise ConfigError(f"{where}.name: {name} is configured twice")
+        seen.add(name)
+        if not isinstance(handler, str) or not re.match(r"^[a-z_][\w.]*\.[a-z_]\w*$", handler):
+            raise ConfigError(
+                f"{where}.handler: must be 'module.function' under lambdas/, got {handler!r}"
+            )
+        overrides = task.get("retry", {})
+        if not isinstance(overrides, Mapping) or set(overrides) - {"transient", "retryable"}:
+            raise ConfigError(f"{where}.retry: may only override 'transient' and 'retryable'")
+        try:
+            specs.append(
+                TaskSpec(
+                    name=name,
+                    handler=handler,
+                    description=str(task.get("description", name)),
+                    transient=defaults["transient"].with_overrides(
+                        overrides.get("transient", {}), f"{where}.retry.transient"
+                    ),
+                    retryable=defaults["retryable"].with_overrides(
+                        overrides.get("retryable", {}), f"{where}.retry.retryable"
+                    ),
+                )
+            )
+        except RetryConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+    return tuple(specs)
+
+
+def load_environment(context: Mapping[str, Any], name: str | None) -> EnvironmentConfig:
+    environments = context.get(ENVIRONMENTS_KEY)
+    if not isinstance(environments, Mapping) or not environments:
+        raise ConfigError(f"cdk.json context.{ENVIRONMENTS_KEY}: missing or empty")
+    known = ", ".join(sorted(environments))
+    if not name:
+        raise ConfigError(f"no environment chosen: pass -c env=NAME (known: {known})")
+    if name not in environments:
+        raise ConfigError(f"unknown environment {name!r}: pass -c env=NAME with one of: {known}")
+    env = environments[name]
+    where = f"context.{ENVIRONMENTS_KEY}.{name}"
+    if not isinstance(env, Mapping):
+        raise ConfigError(f"{where}: must be an object")
+
+    prefix = env.get("stackPrefix")
+    if not isinstance(prefix, str) or not re.match(r"^[A-Za-z][A-Za-z0-9-]{0,100}$", prefix):
+        raise ConfigError(f"{where}.stackPrefix: must be letters, digits and '-', got {prefix!r}")
+    region = env.get("region")
+    if not isinstance(region, str) or not re.match(r"^[a-z]{2}(-[a-z]+)+-\d$", region):
+        raise ConfigError(f"{where}.region: must be an AWS region such as eu-west-1, got {region!r}")
+    account = env.get("account")
+    if account is not None and not (isinstance(account, str) and re.match(r"^\d{12}$", account)):
+        raise ConfigError(f"{where}.account: must be null or a 12-digit account id, got {account!r}")
+    removal = env.get("removalPolicy")
+    if removal not in ("destroy", "retain"):
+        raise ConfigError(f"{where}.removalPolicy: must be 'destroy' or 'retain', got {removal!r}")
+
+    raw_retry = env.get("retry")
+    if not isinstance(raw_retry, Mapping):
+        raise ConfigError(f"{where}.retry: must be an object with {', '.join(RETRY_KINDS)}")
+    try:
+        retry = {k: RetrySettings.parse(raw_retry.get(k), f"{where}.retry.{k}") for k in RETRY_KINDS}
+    except RetryConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+
+    raw_alarms = env.get("alarms")
+    if not isinstance(raw_alarms, Mapping):
+        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(ALARM_KEYS)}")
+    alarms = AlarmThresholds(*(_int(raw_alarms, k, f"{where}.alarms") for k in ALARM_KEYS))
+
+    return EnvironmentConfig(
+        name=name,
+        stack_prefix=prefix,
+        account=account,
+        region=region,
+        removal_policy=removal,
+        log_retention_days=_int(env, "logRetentionDays", where),
+        task_timeout_seconds=_int(env, "taskTimeoutSeconds", where),
+        execution_timeout_minutes=_int(env, "executionTimeoutMinutes", where),
+        powertools_layer_version=_int(env, "powertoolsLayerVersion", where),
+        dlq_send_retry=retry["dlqSend"],
+        status_write_retry=retry["statusWrite"],
+        alarms=alarms,
+        tasks=_tasks(context.get(TASKS_KEY), retry),
+    )
+
+
+def environment_names(context: Mapping[str, Any] | None = None) -> list[str]:
+    return sorted((context or read_cdk_context()).get(ENVIRONMENTS_KEY, {}))

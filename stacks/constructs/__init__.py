@@ -1,0 +1,1 @@
+"""Constructs, one concern each: functions, dead-letter queue, status store, state machine."""

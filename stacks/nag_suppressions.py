@@ -1,0 +1,66 @@
+"""cdk-nag acknowledgements, each with the rule, the one finding it covers and a specific reason.
+
+cdk-nag v3 reports through CDK's validation plugins; a finding is acknowledged on the construct
+that raises it with ``Validations.of(construct).acknowledge``. Rules that report several findings
+(IAM5) are acknowledged finding by finding (``AwsSolutions-IAM5[Resource::...]``, what v2 called
+``applies_to``), never as a whole rule.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import aws_lambda as lambda_
+from constructs import IConstruct
+
+PACK = "AwsSolutions"
+
+
+def acknowledge(construct: IConstruct, rule: str, reason: str, finding: str | None = None) -> None:
+    rule_id = f"{PACK}::{PACK}-{rule}" + (f"[{finding}]" if finding else "")
+    Validations.of(construct).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+XRAY_REASON = (
+    "X-Ray trace submission (xray:PutTraceSegments, xray:PutTelemetryRecords"
+    "{extra}) has no resource-level permissions, so Resource must be *"
+)
+
+
+def acknowledge_function(function: lambda_.Function, runtime_name: str, layer: str) -> None:
+    acknowledge(
+        function,
+        "L1",
+        f"{runtime_name} is pinned together with the Powertools layer built for it ({layer}); "
+        "upgrade the runtime and the layer together",
+    )
+    acknowledge(function, "IAM5", XRAY_REASON.format(extra=""), finding="Resource::*")
+
+
+def acknowledge_state_machine_role(role: IConstruct, invoked: list[lambda_.Function]) -> None:
+    acknowledge(
+        role,
+        "IAM5",
+        XRAY_REASON.format(extra=", xray:GetSampling*")
+        + "; CloudWatch Logs vended delivery (logs:CreateLogDelivery, logs:DescribeLogGroups, ...) "
+        "for state machine logging also requires Resource *",
+        finding="Resource::*",
+    )
+    stack = Stack.of(role)
+    for fn in invoked:
+        logical_id = stack.resolve(stack.get_logical_id(fn.node.default_child))
+        acknowledge(
+            role,
+            "IAM5",
+            f"lambda:InvokeFunction on the versions/aliases ({logical_id}.Arn:*) of a function this "
+            "state machine invokes, as granted by CDK's LambdaInvoke task; no other function",
+            finding=f"Resource::<{logical_id}.Arn>:*",
+        )
+
+
+def acknowledge_dead_letter_queue(queue: IConstruct) -> None:
+    acknowledge(
+        queue,
+        "SQS3",
+        "This queue is itself the dead-letter queue: the state machine sends exhausted tasks to it "
+        "directly (sqs:SendMessage); messages stay 14 days and are redriven by `fanout dlq redrive`",
+    )

@@ -1,0 +1,258 @@
+"""The Parallel fan-out workflow, built from configuration (one branch per configured task).
+
+Shape (JSONPath, no variables)::
+
+    ValidateInput ─▶ RunTasks (Parallel: one branch per task, siblings never cancelled)
+                       branch T: Run T? ─▶ Run T ──(Retry; Catch States.ALL)──▶ DeadLetter T ─▶ T failed
+                                    └──▶ Skip T (redrive only)
+                 ─▶ AllTasksSucceeded? ── every branch SUCCEEDED/SKIPPED ─▶ UpdateFinalStatus ─▶ (end)
+                                        └ otherwise ─▶ RecordBatchFailure ─▶ BatchFailed (Fail)
+
+A branch whose task exhausted its retries ends *successfully* with ``{"status": "FAILED"}`` after the
+DLQ send, so its siblings keep running; the decision after the Parallel state reads those markers
+(fail-closed: UpdateFinalStatus needs positive evidence that every branch succeeded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from lambdas.fanout_common import errors
+from lambdas.fanout_common.final_status import (
+    FAILED,
+    FAILURE_CONDITION_EXPRESSION,
+    FAILURE_EXPRESSION_NAMES,
+    FAILURE_UPDATE_EXPRESSION,
+    SUCCEEDED,
+)
+from stacks.config import EnvironmentConfig, TaskSpec
+from statemachines.retry_policy import (
+    DYNAMODB_TRANSIENT_ERRORS,
+    LAMBDA_TRANSIENT_ERRORS,
+    SQS_TRANSIENT_ERRORS,
+    RetrySettings,
+)
+
+SKIPPED = "SKIPPED"
+FAILURES_PATH = "$.outcome.failedTasks"
+
+
+@dataclass(frozen=True)
+class TaskBinding:
+    spec: TaskSpec
+    function: lambda_.IFunction
+
+
+def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
+    """Keyword arguments of ``State.add_retry`` for this policy (exponential, capped, full jitter)."""
+    return dict(
+        errors=list(errors_),
+        interval=Duration.seconds(settings.interval_seconds),
+        max_attempts=settings.max_attempts,
+        backoff_rate=settings.backoff_rate,
+        max_delay=Duration.seconds(settings.max_delay_seconds),
+        jitter_strategy=sfn.JitterType.FULL,
+    )
+
+
+def _invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict, **kw) -> tasks.LambdaInvoke:
+    return tasks.LambdaInvoke(
+        scope,
+        state_id,
+        lambda_function=fn,
+        payload=sfn.TaskInput.from_object(payload),
+        payload_response_only=True,
+        retry_on_service_exceptions=False,  # our own Retry rules below, from configuration
+        **kw,
+    )
+
+
+def _branch(
+    scope: Construct, binding: TaskBinding, cfg: EnvironmentConfig, dlq: sqs.IQueue
+) -> sfn.IChainable:
+    spec = binding.spec
+    name = spec.name
+    run = _invoke(
+        scope,
+        f"Run {name}",
+        binding.function,
+        {
+            "batchId.$": "$.batchId",
+            "task": name,
+            "input.$": f"$.tasks.{name}",
+            "attempt.$": "$$.State.RetryCount",
+            "executionArn.$": "$$.Execution.Id",
+        },
+        comment=spec.description,
+        task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.task_timeout_seconds)),
+        result_selector={"task": name, "status": SUCCEEDED, "output.$": "$"},
+    )
+    # First match wins: a non-retryable error is never retried (MaxAttempts 0, stated explicitly).
+    run.add_retry(errors=[errors.NON_RETRYABLE], max_attempts=0)
+    run.add_retry(**retry_props(spec.transient, LAMBDA_TRANSIENT_ERRORS))
+    run.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE]))
+
+    failed_marker = {"task": name, "status": FAILED, "failedTask": name, "error.$": "$.failure.Error"}
+    dead_lettered = sfn.Pass(
+        scope, f"{name} dead-lettered", parameters={**failed_marker, "deadLettered": True}
+    )
+    not_dead_lettered = sfn.Pass(
+        scope,
+        f"{name} failed, DLQ send failed",
+        comment="The DLQ send exhausted its retries: the context stays in this execution's history",
+        parameters={**failed_marker, "deadLettered": False, "dlqError.$": "$.dlqFailure.Error"},
+    )
+    dead_letter = tasks.SqsSendMessage(
+        scope,
+        f"DeadLetter {name}",
+        comment=f"Sends the exhausted {name} task with its full context to the dead-letter queue",
+        queue=dlq,
+        message_body=sfn.TaskInput.from_object(
+            {
+                "batchId.$": "$.batchId",
+                "task": name,
+                "input.$": f"$.tasks.{name}",
+                "error.$": "$.failure.Error",
+                "cause.$": "$.failure.Cause",
+                "executionArn.$": "$$.Execution.Id",
+                "stateMachineArn.$": "$$.StateMachine.Id",
+                "redriveOf.$": "$.redriveOf",
+                "failedAt.$": "$$.State.EnteredTime",
+                "retryPolicy": {
+                    "retryableMaxAttempts": spec.retryable.max_attempts,
+                    "transientMaxAttempts": spec.transient.max_attempts,
+                },
+            }
+        ),
+        result_path=sfn.JsonPath.DISCARD,
+    )
+    dead_letter.add_retry(**retry_props(cfg.dlq_send_retry, SQS_TRANSIENT_ERRORS))
+    dead_letter.add_catch(not_dead_lettered, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
+    run.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
+
+    skip = sfn.Pass(
+        scope,
+        f"Skip {name}",
+        comment="Only a redrive runs a subset of the tasks; the others succeeded in the redriven run",
+        parameters={"task": name, "status": SKIPPED},
+    )
+    return (
+        sfn.Choice(scope, f"Run {name}?")
+        .when(sfn.Condition.is_present(f"$.tasks.{name}"), run)
+        .otherwise(skip)
+    )
+
+
+def build_parallel_workflow(
+    scope: Construct,
+    *,
+    cfg: EnvironmentConfig,
+    bindings: Sequence[TaskBinding],
+    validate_input: lambda_.IFunction,
+    update_final_status: lambda_.IFunction,
+    dlq: sqs.IQueue,
+    status_table: dynamodb.ITable,
+) -> sfn.IChainable:
+    validate = _invoke(
+        scope,
+        "ValidateInput",
+        validate_input,
+        {"input.$": "$", "executionName.$": "$$.Execution.Name"},
+        comment="Fails the execution with InvalidInput (naming the field) before any task runs",
+    )
+    validate.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+
+    parallel = sfn.Parallel(
+        scope,
+        "RunTasks",
+        comment="One branch per task; a failed task ends its branch with a FAILED marker, so "
+        "siblings are never cancelled",
+        result_selector={"results.$": "$", "failedTasks.$": "$[*].failedTask"},
+        result_path="$.outcome",
+    )
+    for binding in bindings:
+        parallel.branch(_branch(scope, binding, cfg, dlq))
+
+    update = _invoke(
+        scope,
+        "UpdateFinalStatus",
+        update_final_status,
+        {
+            "batchId.$": "$.batchId",
+            "executionArn.$": "$$.Execution.Id",
+            "redriveOf.$": "$.redriveOf",
+            "results.$": "$.outcome.results",
+        },
+        comment="Writes SUCCEEDED exactly once (conditional write); reached only if all succeeded",
+        result_path="$.finalStatus",
+    )
+    update.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+
+    batch_failed = sfn.Fail(
+        scope,
+        "BatchFailed",
+        error="BatchFailed",
+        cause_path=sfn.JsonPath.format(
+            "{} of {} tasks failed after their retries and went to the dead-letter queue: {}",
+            sfn.JsonPath.array_length(sfn.JsonPath.list_at(FAILURES_PATH)),
+            str(len(bindings)),
+            sfn.JsonPath.json_to_string(sfn.JsonPath.list_at(FAILURES_PATH)),
+        ),
+    )
+    record_failure = tasks.DynamoUpdateItem(
+        scope,
+        "RecordBatchFailure",
+        comment="Records FAILED with the failed tasks; never overwrites a SUCCEEDED batch",
+        table=status_table,
+        key={"batchId": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.batchId"))},
+        update_expression=FAILURE_UPDATE_EXPRESSION,
+        condition_expression=FAILURE_CONDITION_EXPRESSION,
+        expression_attribute_names=FAILURE_EXPRESSION_NAMES,
+        expression_attribute_values={
+            ":failed": tasks.DynamoAttributeValue.from_string(FAILED),
+            ":failedTasks": tasks.DynamoAttributeValue.from_string_set(
+                sfn.JsonPath.list_at(FAILURES_PATH)
+            ),
+            ":executionArn": tasks.DynamoAttributeValue.from_string(
+                sfn.JsonPath.string_at("$$.Execution.Id")
+            ),
+            ":updatedAt": tasks.DynamoAttributeValue.from_string(
+                sfn.JsonPath.string_at("$$.State.EnteredTime")
+            ),
+            ":one": tasks.DynamoAttributeValue.from_number(1),
+        },
+        result_path=sfn.JsonPath.DISCARD,
+    )
+    record_failure.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
+    # The batch already SUCCEEDED (another run finalized it): keep that record, still fail this run.
+    record_failure.add_catch(
+        batch_failed,
+        errors=["DynamoDB.ConditionalCheckFailedException"],
+        result_path="$.recordFailure",
+    )
+    record_failure.next(batch_failed)
+
+    all_succeeded = sfn.Condition.and_(
+        *[
+            sfn.Condition.or_(
+                sfn.Condition.string_equals(f"$.outcome.results[{i}].status", SUCCEEDED),
+                sfn.Condition.string_equals(f"$.outcome.results[{i}].status", SKIPPED),
+            )
+            for i in range(len(bindings))
+        ]
+    )
+    decide = (
+        sfn.Choice(scope, "AllTasksSucceeded?")
+        .when(all_succeeded, update)
+        .otherwise(record_failure)
+    )
+    return validate.next(parallel).next(decide)

@@ -1,0 +1,118 @@
+"""Retry policies as plain data: parsed from cdk.json, validated, and turned into ASL Retriers.
+
+Every Retrier uses exponential backoff capped by MaxDelaySeconds, with FULL jitter (each wait is
+drawn uniformly from 0..the backoff value), so that a burst of failing tasks does not retry in
+lock-step against the same downstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# The Lambda service's own transient errors, as Step Functions names them.
+LAMBDA_TRANSIENT_ERRORS = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.Unknown",
+)
+SQS_TRANSIENT_ERRORS = ("SQS.SdkClientException", "SQS.AmazonSQSException", "States.Timeout")
+DYNAMODB_TRANSIENT_ERRORS = (
+    "DynamoDB.ProvisionedThroughputExceededException",
+    "DynamoDB.ThrottlingException",
+    "DynamoDB.RequestLimitExceeded",
+    "DynamoDB.InternalServerErrorException",
+    "DynamoDB.AmazonDynamoDBException",
+    "DynamoDB.SdkClientException",
+)
+
+_FIELDS = {
+    "intervalSeconds": "interval_seconds",
+    "maxAttempts": "max_attempts",
+    "backoffRate": "backoff_rate",
+    "maxDelaySeconds": "max_delay_seconds",
+}
+
+
+class RetryConfigError(ValueError):
+    """A retry setting in cdk.json is missing or out of range; the message names it."""
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    interval_seconds: int
+    max_attempts: int
+    backoff_rate: float
+    max_delay_seconds: int
+
+    @classmethod
+    def parse(cls, raw: Any, where: str, base: RetrySettings | None = None) -> RetrySettings:
+        """Parse ``{"intervalSeconds": .., "maxAttempts": .., ...}``; fields missing from ``raw``
+        come from ``base`` (an environment default overridden per task)."""
+        if not isinstance(raw, Mapping):
+            raise RetryConfigError(f"{where}: must be an object with {', '.join(_FIELDS)}")
+        unknown = sorted(set(raw) - set(_FIELDS))
+        if unknown:
+            raise RetryConfigError(
+                f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}"
+            )
+        values = {}
+        for key, attr in _FIELDS.items():
+            if key in raw:
+                values[attr] = raw[key]
+            elif base is not None:
+                values[attr] = getattr(base, attr)
+            else:
+                raise RetryConfigError(f"{where}.{key}: missing")
+        settings = cls(**values)
+        settings._check(where)
+        return settings
+
+    def _check(self, where: str) -> None:
+        def bad(field: str, rule: str, value: Any) -> RetryConfigError:
+            return RetryConfigError(f"{where}.{field}: {rule}, got {value!r}")
+
+        for field, value, low in (
+            ("intervalSeconds", self.interval_seconds, 1),
+            ("maxAttempts", self.max_attempts, 0),
+            ("maxDelaySeconds", self.max_delay_seconds, 1),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise bad(field, f"must be a whole number >= {low}", value)
+        if self.max_attempts > 99999999:
+            raise bad("maxAttempts", "must be at most 99999999", self.max_attempts)
+        if not isinstance(self.backoff_rate, (int, float)) or self.backoff_rate < 1.0:
+            raise bad("backoffRate", "must be a number >= 1.0", self.backoff_rate)
+        if self.max_delay_seconds < self.interval_seconds:
+            raise bad("maxDelaySeconds", "must be >= intervalSeconds", self.max_delay_seconds)
+
+    def with_overrides(self, raw: Any, where: str) -> RetrySettings:
+        return RetrySettings.parse(raw, where, base=self)
+
+    def backoff_ceilings(self) -> list[float]:
+        """Upper bound of each wait before retry 1..max_attempts (full jitter draws 0..bound)."""
+        return [
+            min(self.interval_seconds * self.backoff_rate**n, float(self.max_delay_seconds))
+            for n in range(self.max_attempts)
+        ]
+
+    def worst_case_wait_seconds(self) -> float:
+        return sum(self.backoff_ceilings())
+
+    def to_asl(self, errors: tuple[str, ...] | list[str]) -> dict[str, Any]:
+        """The ASL Retrier this policy stands for (what CDK must synthesize)."""
+        return {
+            "ErrorEquals": list(errors),
+            "IntervalSeconds": self.interval_seconds,
+            "MaxAttempts": self.max_attempts,
+            "BackoffRate": self.backoff_rate,
+            "MaxDelaySeconds": self.max_delay_seconds,
+            "JitterStrategy": "FULL",
+        }
+
+
+
