@@ -70,7 +70,9 @@ def _invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dic
         state_id,
         lambda_function=fn,
         payload=sfn.TaskInput.from_object(payload),
-        payload_response_only=True,
+        # arn:aws:states:::lambda:invoke (not the bare function ARN): Lambda API errors then surface
+        # as Lambda.ServiceException etc., which the Retry rules below match.
+        payload_response_only=False,
         retry_on_service_exceptions=False,  # our own Retry rules below, from configuration
         **kw,
     )
@@ -94,7 +96,7 @@ def _branch(
         },
         comment=spec.description,
         task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.task_timeout_seconds)),
-        result_selector={"task": name, "status": SUCCEEDED, "output.$": "$"},
+        result_selector={"task": name, "status": SUCCEEDED, "output.$": "$.Payload"},
     )
     # First match wins: a non-retryable error is never retried (MaxAttempts 0, stated explicitly).
     run.add_retry(errors=[errors.NON_RETRYABLE], max_attempts=0)
@@ -168,6 +170,7 @@ def build_parallel_workflow(
         validate_input,
         {"input.$": "$", "executionName.$": "$$.Execution.Name"},
         comment="Fails the execution with InvalidInput (naming the field) before any task runs",
+        output_path="$.Payload",
     )
     validate.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
 
@@ -193,6 +196,7 @@ def build_parallel_workflow(
             "results.$": "$.outcome.results",
         },
         comment="Writes SUCCEEDED exactly once (conditional write); reached only if all succeeded",
+        result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
         result_path="$.finalStatus",
     )
     update.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))

@@ -1,0 +1,1 @@
+"""Run the synthesized workflows locally on moto's Step Functions interpreter."""

@@ -1,0 +1,359 @@
+"""The embedded engine: moto's Step Functions interpreter running the synthesized definitions,
+with the project's real handlers in-process and DynamoDB / SQS (and S3) emulated by moto.
+
+What the local run adapts, all here and all visible:
+
+* Retry waits: by default honoured (really slept, with the jitter the interpreter draws); with
+  ``sleep_retries=False`` they are recorded in ``retry_waits`` and not slept, for tests.
+* moto's Step Functions failure logging is silenced (it logs every caught error at length).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from moto import mock_aws
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
+from fanout.local.template import (
+    LOCAL_ACCOUNT,
+    SynthesizedApp,
+    make_resolver,
+    resources_of_type,
+)
+
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+# Per-function identity variables: in AWS each function has its own; in-process they are shared,
+# so they are left to the handlers' defaults rather than set to one function's value.
+PER_FUNCTION_ENV = {"POWERTOOLS_SERVICE_NAME"}
+QUIET_LOGGERS = ("moto", "moto.stepfunctions", "botocore", "aws_lambda_powertools")
+
+
+class RetryClock:
+    """Stands in for ``time`` in moto's Retrier: records each retry wait, sleeps it if asked."""
+
+    def __init__(self, sleep: bool):
+        self.sleep_enabled = sleep
+        self.waits: list[float] = []
+        self._lock = threading.Lock()
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.waits.append(float(seconds))
+        if self.sleep_enabled:
+            time.sleep(seconds)
+
+
+@dataclass
+class ExecutionResult:
+    arn: str
+    status: str
+    output: Any
+    error: str | None
+    cause: str | None
+    history: list[dict[str, Any]]
+    seconds: float
+
+
+@dataclass
+class LocalStack:
+    """Local stand-ins of one stack's resources, by logical id."""
+
+    functions: dict[str, str] = field(default_factory=dict)  # logical id -> service name
+    queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
+    tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
+    buckets: dict[str, str] = field(default_factory=dict)
+    state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+
+
+class LocalEngine:
+    """``with LocalEngine(app) as engine: result = engine.run("parallel", {...})``."""
+
+    def __init__(
+        self,
+        app: SynthesizedApp,
+        *,
+        sleep_retries: bool = True,
+        quiet: bool = True,
+    ) -> None:
+        self.app = app
+        self.region = app.region
+        self.router = LambdaRouter(region=self.region, account=LOCAL_ACCOUNT)
+        self.retry_clock = RetryClock(sleep_retries)
+        self.quiet = quiet
+        self.stacks: dict[str, LocalStack] = {}
+        self._exit = ExitStack()
+        self._sqs_send_faults: dict[str, int] = {}
+        self._env_backup: dict[str, str | None] = {}
+
+    # ----------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "LocalEngine":
+        if self.quiet:
+            for name in QUIET_LOGGERS:
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+        self._set_env({"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region})
+        self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
+        self._exit.enter_context(routed_lambdas(self.router))
+        original_time = retrier_decl.time
+        retrier_decl.time = self.retry_clock
+        self._exit.callback(setattr, retrier_decl, "time", original_time)
+        self._patch_sqs_send()
+        self.sfn = self.client("stepfunctions")
+        self.sqs = self.client("sqs")
+        self.dynamodb = self.client("dynamodb")
+        for workflow, stack_name in self.app.workflow_stacks.items():
+            self.stacks[workflow] = self._deploy(self.app.templates[stack_name])
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._exit.close()
+        for key, value in self._env_backup.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def client(self, service: str):
+        return boto3.client(service, region_name=self.region)
+
+    def _set_env(self, values: Mapping[str, str]) -> None:
+        for key, value in values.items():
+            self._env_backup.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    # ------------------------------------------------------------ "deployment"
+    def _deploy(self, template: Mapping[str, Any]) -> LocalStack:
+        local = LocalStack()
+        refs: dict[str, str] = {}
+        attrs: dict[tuple[str, str], str] = {}
+        arn = f"arn:aws:{{}}:{self.region}:{LOCAL_ACCOUNT}:{{}}"
+        for lid, res in resources_of_type(template, "AWS::SQS::Queue").items():
+            url = self.sqs.create_queue(QueueName=lid)["QueueUrl"]
+            local.queues[lid] = refs[lid] = url
+            attrs[(lid, "Arn")] = arn.format("sqs", lid)
+            attrs[(lid, "QueueName")] = lid
+            attrs[(lid, "QueueUrl")] = url
+        for lid, res in resources_of_type(template, "AWS::DynamoDB::Table").items():
+            self._create_table(lid, res["Properties"])
+            local.tables[lid] = refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("dynamodb", f"table/{lid}")
+        for lid in resources_of_type(template, "AWS::S3::Bucket"):
+            name = lid.lower()[:63]
+            self.client("s3").create_bucket(
+                Bucket=name, CreateBucketConfiguration={"LocationConstraint": self.region}
+            )
+            local.buckets[lid] = refs[lid] = name
+            attrs[(lid, "Arn")] = f"arn:aws:s3:::{name}"
+        functions = resources_of_type(template, "AWS::Lambda::Function")
+        for lid in functions:
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("lambda", f"function:{lid}")
+        for lid in resources_of_type(template, "AWS::StepFunctions::StateMachine"):
+            refs[lid] = attrs[(lid, "Arn")] = arn.format("states", f"stateMachine:{lid}")
+            attrs[(lid, "Name")] = lid
+        resolve = make_resolver(refs, attrs, self.region)
+
+        shared_env: dict[str, str] = {}
+        for lid, res in functions.items():
+            props = res["Properties"]
+            env = resolve(props.get("Environment", {}).get("Variables", {}))
+            local.functions[lid] = env.get("POWERTOOLS_SERVICE_NAME", lid)
+            for key, value in env.items():
+                if key in PER_FUNCTION_ENV:
+                    continue
+                if shared_env.get(key, value) != value:
+                    raise RuntimeError(
+                        f"functions disagree on environment variable {key}; the in-process "
+                        "engine shares one environment (add it to PER_FUNCTION_ENV if per-function)"
+                    )
+                shared_env[key] = value
+            self.router.register(
+                LocalFunction(
+                    name=lid,
+                    handler=props["Handler"],
+                    memory_mb=props.get("MemorySize", 128),
+                    timeout_s=props.get("Timeout", 3),
+                )
+            )
+        self._set_env(shared_env)
+
+        for lid, res in resources_of_type(template, "AWS::StepFunctions::StateMachine").items():
+            definition = resolve(res["Properties"]["DefinitionString"])
+            created = self.sfn.create_state_machine(
+                name=lid,
+                definition=definition,
+                roleArn=f"arn:aws:iam::{LOCAL_ACCOUNT}:role/{lid}",
+                type=res["Properties"].get("StateMachineType", "STANDARD"),
+            )
+            local.state_machines[lid] = created["stateMachineArn"]
+        return local
+
+    def _create_table(self, name: str, props: Mapping[str, Any]) -> None:
+        kwargs: dict[str, Any] = {
+            "TableName": name,
+            "KeySchema": props["KeySchema"],
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if props.get("GlobalSecondaryIndexes"):
+            kwargs["GlobalSecondaryIndexes"] = [
+                {k: v for k, v in gsi.items() if k in ("IndexName", "KeySchema", "Projection")}
+                for gsi in props["GlobalSecondaryIndexes"]
+            ]
+        self.dynamodb.create_table(**kwargs)
+
+    # ------------------------------------------------------------------ faults
+    def inject_lambda_service_faults(self, service: str, codes: list[str], workflow: str = "parallel") -> None:
+        """The next ``len(codes)`` invokes of the function named ``service`` fail with these
+        Lambda API errors (e.g. ``["ServiceException", "TooManyRequestsException"]``)."""
+        lid = self.function_id(service, workflow)
+        self.router.service_faults.setdefault(lid, []).extend(codes)
+
+    def inject_sqs_send_failures(self, queue_logical_id: str, count: int, workflow: str = "parallel") -> None:
+        """The next ``count`` SendMessage calls to that queue fail with a service error."""
+        url = self.stacks[workflow].queues[queue_logical_id]
+        self._sqs_send_faults[url.rsplit("/", 1)[-1]] = count
+
+    def _patch_sqs_send(self) -> None:
+        from moto.core.exceptions import JsonRESTError
+        from moto.sqs.models import SQSBackend
+
+        original = SQSBackend.send_message
+        faults = self._sqs_send_faults
+        lock = threading.Lock()
+
+        def send_message(backend, queue_name, *args, **kwargs):
+            with lock:
+                left = faults.get(queue_name, 0)
+                if left:
+                    faults[queue_name] = left - 1
+            if left:
+                error = JsonRESTError("InternalError", "injected SQS SendMessage failure")
+                error.code = 500
+                raise error
+            return original(backend, queue_name, *args, **kwargs)
+
+        SQSBackend.send_message = send_message
+        self._exit.callback(setattr, SQSBackend, "send_message", original)
+
+    # --------------------------------------------------------------- lookups
+    def function_id(self, service: str, workflow: str = "parallel") -> str:
+        for lid, name in self.stacks[workflow].functions.items():
+            if name == service:
+                return lid
+        raise KeyError(f"no function {service!r} in the {workflow} workflow")
+
+    def state_machine_arn(self, workflow: str = "parallel") -> str:
+        (arn,) = self.stacks[workflow].state_machines.values()
+        return arn
+
+    def only(self, kind: str, workflow: str = "parallel") -> str:
+        values = list(getattr(self.stacks[workflow], kind).values())
+        if len(values) != 1:
+            raise KeyError(f"{workflow} has {len(values)} {kind}, expected one")
+        return values[0]
+
+    def queue_url(self, workflow: str = "parallel") -> str:
+        return self.only("queues", workflow)
+
+    def table_name(self, workflow: str = "parallel") -> str:
+        return self.only("tables", workflow)
+
+    # ------------------------------------------------------------- executions
+    def start(self, workflow: str, execution_input: Any, name: str | None = None) -> str:
+        return self.sfn.start_execution(
+            stateMachineArn=self.state_machine_arn(workflow),
+            name=name or f"local-{uuid.uuid4().hex[:12]}",
+            input=json.dumps(execution_input),
+        )["executionArn"]
+
+    def history(self, execution_arn: str) -> list[dict[str, Any]]:
+        events, token = [], None
+        while True:
+            kwargs = {"executionArn": execution_arn, "maxResults": 1000}
+            if token:
+                kwargs["nextToken"] = token
+            page = self.sfn.get_execution_history(**kwargs)
+            events.extend(page["events"])
+            token = page.get("nextToken")
+            if not token:
+                return events
+
+    def follow(self, execution_arn: str, poll_seconds: float = 0.05) -> Iterator[dict[str, Any]]:
+        """Yield history events as they happen, until the execution ends."""
+        seen = 0
+        while True:
+            status = self.sfn.describe_execution(executionArn=execution_arn)["status"]
+            events = self.history(execution_arn)
+            yield from events[seen:]
+            seen = len(events)
+            if status != "RUNNING":
+                return
+            time.sleep(poll_seconds)
+
+    def wait(
+        self,
+        execution_arn: str,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        timeout_seconds: float = 600,
+    ) -> ExecutionResult:
+        started = time.monotonic()
+        for event in self.follow(execution_arn):
+            if on_event:
+                on_event(event)
+            if time.monotonic() - started > timeout_seconds:
+                raise TimeoutError(f"{execution_arn} still running after {timeout_seconds}s")
+        described = self.sfn.describe_execution(executionArn=execution_arn)
+        output = described.get("output")
+        return ExecutionResult(
+            arn=execution_arn,
+            status=described["status"],
+            output=json.loads(output) if output else None,
+            error=described.get("error"),
+            cause=described.get("cause"),
+            history=self.history(execution_arn),
+            seconds=time.monotonic() - started,
+        )
+
+    def run(self, workflow: str, execution_input: Any, **kwargs: Any) -> ExecutionResult:
+        return self.wait(self.start(workflow, execution_input), **kwargs)
+
+    # ---------------------------------------------------------------- state
+    def dlq_messages(self, workflow: str = "parallel", queue_url: str | None = None) -> list[dict]:
+        """Every message in the DLQ, left in the queue (received, then made visible again)."""
+        url = queue_url or self.queue_url(workflow)
+        messages, handles = [], []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300
+            ).get("Messages", [])
+            if not got:
+                break
+            for m in got:
+                messages.append(json.loads(m["Body"]))
+                handles.append(m["ReceiptHandle"])
+        for i in range(0, len(handles), 10):
+            self.sqs.change_message_visibility_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                    for n, h in enumerate(handles[i : i + 10])
+                ],
+            )
+        return messages
+
+    def status_record(self, batch_id: str, workflow: str = "parallel") -> dict[str, Any] | None:
+        from lambdas.fanout_common.final_status import read_status
+
+        return read_status(self.dynamodb, self.table_name(workflow), batch_id)

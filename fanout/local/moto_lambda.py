@@ -1,0 +1,178 @@
+"""Route moto's Lambda Invoke to the project's real Python handlers, in-process.
+
+Written against **moto 5.2.5** (``MOTO_VERSION`` below; ``test_moto_adapter.py`` fails loudly when
+the installed moto differs or the patched method changes shape). With ``lambda.use_docker`` off,
+moto's ``LambdaSimpleBackend.invoke(function_name, qualifier, body, headers, response_headers)``
+returns a canned answer; this module replaces it with one that imports the function's handler from
+``lambdas/`` and calls it, and answers an unhandled exception the way the AWS Python runtime does:
+status 200, header ``X-Amz-Function-Error: Unhandled`` and the payload
+``{"errorMessage", "errorType", "requestId", "stackTrace"}``, so that Step Functions' Retry and
+Catch see the real error name (the exception's class name).
+
+Faults of the Lambda *service* itself (``Lambda.ServiceException`` and friends, which the Retry
+rules also cover) are injected here too: the invoke is answered with that API error, as AWS does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import threading
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import moto
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.exceptions import JsonRESTError
+
+MOTO_VERSION = "5.2.5"
+LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
+
+
+class LambdaServiceError(JsonRESTError):
+    """A Lambda API error (HTTP 5xx/429), as Step Functions sees from a failing Invoke call."""
+
+    def __init__(self, code: str, message: str, status: int = 500):
+        super().__init__(code, message)
+        self.code = status
+
+
+@dataclass
+class LocalFunction:
+    name: str
+    handler: str  # "module.function", relative to lambdas/
+    memory_mb: int = 256
+    timeout_s: int = 30
+
+
+@dataclass
+class InvocationRecord:
+    function: str
+    event: Any
+    error_type: str | None
+
+
+class LambdaContext:
+    """The attributes of the Lambda context object the handlers (and Powertools) read."""
+
+    def __init__(self, fn: LocalFunction, region: str, account: str):
+        self.function_name = fn.name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account}:function:{fn.name}"
+        self.memory_limit_in_mb = fn.memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{fn.name}"
+        self.log_stream_name = "local"
+        self._timeout_ms = fn.timeout_s * 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._timeout_ms
+
+
+@dataclass
+class LambdaRouter:
+    """Which handler serves which function name, plus the service faults still to inject."""
+
+    region: str = "eu-west-1"
+    account: str = "123456789012"
+    functions: dict[str, LocalFunction] = field(default_factory=dict)
+    # function name -> list of Lambda API error codes to answer with, one per invoke, in order
+    service_faults: dict[str, list[str]] = field(default_factory=dict)
+    invocations: list[InvocationRecord] = field(default_factory=list)
+    on_invoke: Callable[[str, Any], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, fn: LocalFunction) -> None:
+        self.functions[fn.name] = fn
+
+    def count(self, function: str) -> int:
+        return Counter(r.function for r in self.invocations)[function]
+
+    def _handler(self, fn: LocalFunction) -> Callable[[Any, Any], Any]:
+        if str(LAMBDAS_DIR) not in sys.path:
+            sys.path.insert(0, str(LAMBDAS_DIR))
+        module_name, _, attr = fn.handler.rpartition(".")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def invoke(self, function_name: str, body: Any, response_headers: dict) -> bytes:
+        name = function_name.split(":function:")[-1].split(":")[0]
+        fn = self.functions.get(name)
+        if fn is None:
+            raise LambdaServiceError(
+                "ResourceNotFoundException", f"Function not found: {function_name}", 404
+            )
+        event = json.loads(body) if body else {}
+        with self._lock:
+            faults = self.service_faults.get(name)
+            fault = faults.pop(0) if faults else None
+        if self.on_invoke:
+            self.on_invoke(name, event)
+        if fault:
+            with self._lock:
+                self.invocations.append(InvocationRecord(name, event, f"Lambda.{fault}"))
+            status = 429 if fault == "TooManyRequestsException" else 500
+            raise LambdaServiceError(fault, f"injected Lambda service fault {fault}", status)
+        context = LambdaContext(fn, self.region, self.account)
+        try:
+            result = self._handler(fn)(event, context)
+            error_type = None
+            payload = json.dumps(result)
+        except Exception as exc:  # the runtime reports any unhandled exception this way
+            error_type = type(exc).__name__
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps(
+                {
+                    "errorMessage": str(exc),
+                    "errorType": error_type,
+                    "requestId": context.aws_request_id,
+                    "stackTrace": traceback.format_tb(exc.__traceback__),
+                }
+            )
+        with self._lock:
+            self.invocations.append(InvocationRecord(name, event, error_type))
+        return payload.encode()
+
+
+_ACTIVE: list[LambdaRouter] = []
+_ORIGINAL_INVOKE = LambdaSimpleBackend.invoke
+
+
+def _routed_invoke(self, function_name, qualifier, body, headers, response_headers):
+    if not _ACTIVE:
+        return _ORIGINAL_INVOKE(self, function_name, qualifier, body, headers, response_headers)
+    payload = _ACTIVE[-1].invoke(function_name, body, response_headers)
+    response_headers["Content-Length"] = str(len(payload))
+    return payload
+
+
+def check_moto_version() -> None:
+    if moto.__version__ != MOTO_VERSION:
+        raise RuntimeError(
+            f"fanout.local.moto_lambda was written for moto {MOTO_VERSION}, found "
+            f"{moto.__version__}: re-check LambdaSimpleBackend.invoke and the Step Functions "
+            "interpreter's error mapping, then update MOTO_VERSION (tests/test_moto_adapter.py)"
+        )
+
+
+class routed_lambdas:
+    """Context manager: while active, moto's Lambda Invoke runs ``router``'s handlers."""
+
+    def __init__(self, router: LambdaRouter):
+        self.router = router
+
+    def __enter__(self) -> LambdaRouter:
+        check_moto_version()
+        LambdaSimpleBackend.invoke = _routed_invoke
+        _ACTIVE.append(self.router)
+        return self.router
+
+    def __exit__(self, *exc: Any) -> None:
+        _ACTIVE.remove(self.router)
+        if not _ACTIVE:
+            LambdaSimpleBackend.invoke = _ORIGINAL_INVOKE

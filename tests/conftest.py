@@ -1,0 +1,30 @@
+"""Suite-wide setup: import paths, offline fake AWS credentials, and the supported Node for jsii."""
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, ROOT / "lambdas"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+# Nothing here may reach AWS: fake credentials, a fixed region, no IMDS lookups.
+for key, value in {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "eu-west-1",
+    "AWS_REGION": "eu-west-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_DEV": "false",
+    "POWERTOOLS_LOG_LEVEL": "WARNING",
+    "POWERTOOLS_METRICS_NAMESPACE": "FanOutKit",
+}.items():
+    os.environ[key] = value
+os.environ.pop("AWS_PROFILE", None)
+
+from stacks.runtime_node import use_venv_node  # noqa: E402
+
+use_venv_node()
