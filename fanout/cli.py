@@ -1,0 +1,48 @@
+"""Command line of the kit: ``python -m fanout --help``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fanout.faults import FaultSpecError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fanout", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run a batch locally on the embedded engine (synthesized ASL, real handlers, moto)",
+    )
+    run.add_argument("input", help="execution input JSON file (or - for stdin)")
+    run.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
+    run.add_argument("--name", help="execution name (default: generated)")
+    run.add_argument(
+        "--fail", action="append", metavar="TASK=MODE",
+        help="make a task fail: TASK=transient:K (first K attempts), TASK=permanent, TASK=fatal",
+    )
+    run.add_argument(
+        "--lambda-fault", action="append", metavar="FUNCTION=CODE[:K]",
+        help="the Lambda service rejects the next K invokes of FUNCTION (e.g. UpdateFinalStatus="
+        "ServiceException:2)",
+    )
+    run.add_argument("--dlq-send-failures", type=int, default=0, metavar="K",
+                     help="the next K SendMessage calls to the DLQ fail")
+    run.add_argument("--no-sleep", action="store_true",
+                     help="record Retry waits instead of sleeping them")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            from fanout.demo import run_demo
+
+            return run_demo(args)
+    except FaultSpecError as exc:
+        print(f"fanout: {exc}", file=sys.stderr)
+        return 2
+    return 2

@@ -1,0 +1,74 @@
+"""Fault switches of the demo, parsed from the command line.
+
+``--fail TASK=transient:K`` the task raises RetryableTaskError on its first K attempts;
+``--fail TASK=permanent``   it fails every attempt (retries exhaust, DLQ);
+``--fail TASK=fatal``       it raises NonRetryableTaskError (no retry, DLQ);
+``--lambda-fault FUNCTION=ServiceException:K`` the Lambda service itself rejects the next K
+invokes of that function (TASK name, ValidateInput or UpdateFinalStatus);
+``--dlq-send-failures K``   the next K SendMessage calls to the DLQ fail.
+
+Task faults travel in the task's payload (``simulateFailure``), so they work on a deployed stack
+too; service faults exist only in the local engine.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lambdas.fanout_common.worker import SIMULATE_KEY
+
+LAMBDA_FAULT_CODES = (
+    "ServiceException",
+    "AWSLambdaException",
+    "SdkClientException",
+    "TooManyRequestsException",
+)
+
+
+class FaultSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TaskFault:
+    task: str
+    mode: str
+    times: int = 1
+
+    def payload_switch(self) -> dict[str, Any]:
+        return {"mode": self.mode, "times": self.times} if self.mode == "transient" else {"mode": self.mode}
+
+
+def parse_task_fault(text: str) -> TaskFault:
+    m = re.fullmatch(r"([A-Za-z0-9]+)=(transient(?::(\d+))?|permanent|fatal)", text)
+    if not m:
+        raise FaultSpecError(
+            f"--fail {text!r}: expected TASK=transient:K, TASK=permanent or TASK=fatal"
+        )
+    mode = m.group(2).split(":")[0]
+    return TaskFault(m.group(1), mode, int(m.group(3) or 1))
+
+
+def parse_lambda_fault(text: str) -> tuple[str, list[str]]:
+    m = re.fullmatch(r"([A-Za-z0-9]+)=([A-Za-z]+)(?::(\d+))?", text)
+    if not m or m.group(2) not in LAMBDA_FAULT_CODES:
+        raise FaultSpecError(
+            f"--lambda-fault {text!r}: expected FUNCTION=CODE[:K] with CODE one of "
+            + ", ".join(LAMBDA_FAULT_CODES)
+        )
+    return m.group(1), [m.group(2)] * int(m.group(3) or 1)
+
+
+def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) -> dict[str, Any]:
+    """A copy of the input with each fault's switch added to its task's payload."""
+    out = copy.deepcopy(execution_input)
+    tasks = out.get("tasks")
+    for fault in faults:
+        if not isinstance(tasks, dict) or fault.task not in tasks:
+            known = ", ".join(tasks) if isinstance(tasks, dict) else "none"
+            raise FaultSpecError(f"--fail {fault.task}: no such task in the input (tasks: {known})")
+        tasks[fault.task] = {**tasks[fault.task], SIMULATE_KEY: fault.payload_switch()}
+    return out
