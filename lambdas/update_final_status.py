@@ -24,7 +24,10 @@ def _dynamodb():
 def handler(event, context):
     batch_id = event["batchId"]
     logger.append_keys(batch_id=batch_id, execution_arn=event.get("executionArn"))
-    ran = [r["task"] for r in event.get("results", []) if r.get("status") == "SUCCEEDED"]
+    # results: {task name: {"task", "status", ...}} from the Parallel state; SKIPPED tasks (a
+    # redrive's) did not run in this execution.
+    results = event.get("results") or {}
+    ran = [name for name, r in results.items() if r.get("status") == "SUCCEEDED"]
     result = record_success(
         _dynamodb(),
         os.environ["STATUS_TABLE_NAME"],

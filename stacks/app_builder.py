@@ -22,7 +22,12 @@ def build_app(
 ) -> tuple[App, EnvironmentConfig, dict[str, Any]]:
     """Returns (app, config, stacks by workflow name). ``env_name`` None reads ``-c env=NAME``."""
     base_context = dict(context or read_cdk_context())
-    app = App(outdir=outdir, context=base_context) if outdir else App(context=base_context)
+    # No CDKMetadata resource (as cdk.json's versionReporting: false does for the CLI), so the
+    # templates are the same whether synthesized by `cdk synth`, the tests or the local engine.
+    kwargs: dict[str, Any] = {"context": base_context, "analytics_reporting": False}
+    if outdir:
+        kwargs["outdir"] = outdir
+    app = App(**kwargs)
     name = env_name or app.node.try_get_context("env")
     cfg = load_environment(base_context, name)
     env = Environment(account=cfg.account, region=cfg.region)

@@ -179,7 +179,12 @@ def build_parallel_workflow(
         "RunTasks",
         comment="One branch per task; a failed task ends its branch with a FAILED marker, so "
         "siblings are never cancelled",
-        result_selector={"results.$": "$", "failedTasks.$": "$[*].failedTask"},
+        # Branch results keyed by task name. (Index-then-field paths such as
+        # $.results[0].status are avoided on purpose: moto 5.2.5 evaluates them to a list.)
+        result_selector={
+            "byTask": {f"{b.spec.name}.$": f"$[{i}]" for i, b in enumerate(bindings)},
+            "failedTasks.$": "$[*].failedTask",
+        },
         result_path="$.outcome",
     )
     for binding in bindings:
@@ -193,7 +198,7 @@ def build_parallel_workflow(
             "batchId.$": "$.batchId",
             "executionArn.$": "$$.Execution.Id",
             "redriveOf.$": "$.redriveOf",
-            "results.$": "$.outcome.results",
+            "results.$": "$.outcome.byTask",
         },
         comment="Writes SUCCEEDED exactly once (conditional write); reached only if all succeeded",
         result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
@@ -248,10 +253,10 @@ def build_parallel_workflow(
     all_succeeded = sfn.Condition.and_(
         *[
             sfn.Condition.or_(
-                sfn.Condition.string_equals(f"$.outcome.results[{i}].status", SUCCEEDED),
-                sfn.Condition.string_equals(f"$.outcome.results[{i}].status", SKIPPED),
+                sfn.Condition.string_equals(f"$.outcome.byTask.{b.spec.name}.status", SUCCEEDED),
+                sfn.Condition.string_equals(f"$.outcome.byTask.{b.spec.name}.status", SKIPPED),
             )
-            for i in range(len(bindings))
+            for b in bindings
         ]
     )
     decide = (

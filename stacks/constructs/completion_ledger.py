@@ -1,0 +1,78 @@
+"""The completion-ledger table and the least-privilege grants of the functions that use it."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from lambdas.fanout_common import ledger as rules
+from stacks.config import EnvironmentConfig
+from stacks.constructs.functions import removal_policy
+from stacks.ledger_config import LedgerSettings
+
+# What each kind of ledger function may do, and nothing else:
+# TransactWriteItems is authorized as the PutItem (child mark) and UpdateItem (batch counter) it
+# contains; the decision checks and acknowledge_finish are UpdateItems. No GetItem/Query/Scan: the
+# ledger never reads to count (a cancelled transaction returns the old item itself).
+RECORDER_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+# The sweeper queries the sparse deadline index and fails overdue batches with UpdateItem.
+SWEEPER_TABLE_ACTIONS = ("dynamodb:UpdateItem",)
+SWEEPER_INDEX_ACTIONS = ("dynamodb:Query",)
+
+
+class CompletionLedger(Construct):
+    """Table with composite key (pk, sk), on-demand, AWS-managed encryption, PITR, TTL on
+    ``expiresAt``, deletion protection where the environment retains data, and the sparse GSI
+    ``RunningByDeadline`` (KEYS_ONLY) the deadline sweeper queries."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, settings: LedgerSettings
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.settings = settings
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=rules.TTL_ATTRIBUTE,
+            deletion_protection=cfg.retain_data,
+            removal_policy=removal_policy(cfg),
+        )
+        self.table.add_global_secondary_index(
+            index_name=rules.SWEEP_INDEX,
+            partition_key=dynamodb.Attribute(name=rules.SWEEP_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=rules.SWEEP_SORT, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
+        self.index_arn = f"{self.table.table_arn}/index/{rules.SWEEP_INDEX}"
+
+    def environment(self) -> dict[str, str]:
+        """The LEDGER_* variables of fanout_common.ledger_runtime."""
+        s = self.settings
+        return {
+            "LEDGER_TABLE_NAME": self.table.table_name,
+            "LEDGER_FAILURE_THRESHOLD": str(s.failure_threshold),
+            "LEDGER_TTL_DAYS": str(s.ttl_days),
+            "LEDGER_DEADLINE_MINUTES": str(s.deadline_minutes),
+        }
+
+    def grant_record(self, function: lambda_.Function) -> None:
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=list(RECORDER_ACTIONS), resources=[self.table.table_arn])
+        )
+
+    def grant_sweep(self, function: lambda_.Function) -> None:
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=list(SWEEPER_INDEX_ACTIONS), resources=[self.index_arn])
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=list(SWEEPER_TABLE_ACTIONS), resources=[self.table.table_arn])
+        )

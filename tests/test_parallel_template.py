@@ -1,0 +1,205 @@
+"""Assertions on the synthesized Parallel workflow: Retry/Catch per task, the direct DLQ send,
+the decision graph, resource settings per environment and exact IAM grants."""
+
+import pytest
+
+from fanout.local.template import resources_of_type
+from lambdas.fanout_common import errors
+from stacks.config import load_environment, read_cdk_context
+from statemachines import asl_graph
+from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
+from tests.conftest import ENVIRONMENTS
+from tests.templates import only_definition, role_statements
+
+CONTEXT = read_cdk_context()
+
+
+@pytest.fixture(params=ENVIRONMENTS)
+def env(request, synthesized):
+    app = synthesized(request.param)
+    template = app.template("parallel")
+    return load_environment(CONTEXT, request.param), template, only_definition(template)
+
+
+def test_one_branch_per_configured_task(env):
+    cfg, _, asl = env
+    (parallel,) = [s for s in asl["States"].values() if s["Type"] == "Parallel"]
+    starts = [b["StartAt"] for b in parallel["Branches"]]
+    assert starts == [f"Run {t.name}?" for t in cfg.tasks]
+
+
+def test_each_task_has_its_configured_retry_and_a_catch_to_the_dlq(env):
+    cfg, _, asl = env
+    states = asl_graph.all_states(asl)
+    for task in cfg.tasks:
+        run = states[f"Run {task.name}"]
+        assert run["Resource"] == "arn:aws:states:::lambda:invoke"
+        assert run["Retry"] == [
+            {"ErrorEquals": [errors.NON_RETRYABLE], "MaxAttempts": 0},
+            task.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
+            task.retryable.to_asl([errors.RETRYABLE]),
+        ]
+        assert run["TimeoutSeconds"] == cfg.task_timeout_seconds
+        assert run["Catch"] == [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": f"DeadLetter {task.name}"}
+        ]
+    assert states["Run ChargePayment"]["Retry"][2]["MaxAttempts"] == 4  # the per-task override
+
+
+def test_dlq_send_is_a_direct_retried_sqs_integration_with_full_context(env):
+    cfg, template, asl = env
+    (queue_id,) = resources_of_type(template, "AWS::SQS::Queue")
+    states = asl_graph.all_states(asl)
+    for task in cfg.tasks:
+        send = states[f"DeadLetter {task.name}"]
+        assert send["Resource"] == "arn:aws:states:::sqs:sendMessage"
+        assert send["Parameters"]["QueueUrl"].endswith(f"/{queue_id}")
+        body = send["Parameters"]["MessageBody"]
+        assert body["batchId.$"] == "$.batchId" and body["task"] == task.name
+        assert body["input.$"] == f"$.tasks.{task.name}"
+        assert (body["error.$"], body["cause.$"]) == ("$.failure.Error", "$.failure.Cause")
+        assert body["executionArn.$"] == "$$.Execution.Id"
+        assert send["Retry"][0]["MaxAttempts"] == cfg.dlq_send_retry.max_attempts
+        assert send["ResultPath"] is None
+        # After the send the branch reports FAILED: it never ends as a silent success.
+        dead = states[send["Next"]]
+        assert dead["Type"] == "Pass" and dead["Parameters"]["status"] == "FAILED"
+        lost = states[send["Catch"][0]["Next"]]
+        assert lost["Parameters"]["status"] == "FAILED" and lost["Parameters"]["deadLettered"] is False
+
+
+def test_no_lambda_sits_between_a_task_and_the_dlq(env):
+    _, _, asl = env
+    for _, name, state in asl_graph.iter_states(asl):
+        if name.startswith("DeadLetter "):
+            assert "lambda" not in state["Resource"]
+
+
+def test_update_final_status_is_reachable_only_when_every_task_succeeded(env):
+    cfg, _, asl = env
+    top = asl["States"]
+    # The only edge into UpdateFinalStatus is the decision's first rule...
+    into = [(n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus"]
+    assert into == [("AllTasksSucceeded?", "choice0")]
+    # ...which demands SUCCEEDED (or SKIPPED in a redrive) from every branch, by name.
+    rule = top["AllTasksSucceeded?"]["Choices"][0]
+    assert [c["Or"] for c in rule["And"]] == [
+        [
+            {"Variable": f"$.outcome.byTask.{t.name}.status", "StringEquals": "SUCCEEDED"},
+            {"Variable": f"$.outcome.byTask.{t.name}.status", "StringEquals": "SKIPPED"},
+        ]
+        for t in cfg.tasks
+    ]
+    # Every other way out of the Parallel state ends in BatchFailed without UpdateFinalStatus.
+    failure = asl_graph.reachable(asl, "AllTasksSucceeded?", skip_edges={("AllTasksSucceeded?", "choice0")})
+    assert "UpdateFinalStatus" not in failure and "BatchFailed" in failure
+    assert top["BatchFailed"]["Type"] == "Fail" and top["BatchFailed"]["Error"] == "BatchFailed"
+    # The Parallel state itself has no Catch that could route around the decision.
+    assert "Catch" not in top["RunTasks"] and top["RunTasks"]["Next"] == "AllTasksSucceeded?"
+
+
+def test_failure_is_recorded_with_a_condition_that_never_overwrites_success(env):
+    _, _, asl = env
+    record = asl["States"]["RecordBatchFailure"]
+    assert record["Resource"] == "arn:aws:states:::dynamodb:updateItem"
+    assert record["Parameters"]["ConditionExpression"] == "attribute_not_exists(batchId) OR #status = :failed"
+    assert record["Parameters"]["ExpressionAttributeValues"][":failedTasks"] == {"SS.$": "$.outcome.failedTasks"}
+    assert record["Next"] == "BatchFailed"
+    assert record["Catch"][0]["ErrorEquals"] == ["DynamoDB.ConditionalCheckFailedException"]
+
+
+def test_invalid_input_fails_before_any_task(env):
+    _, _, asl = env
+    assert asl["StartAt"] == "ValidateInput"
+    assert asl["States"]["ValidateInput"]["Next"] == "RunTasks"
+    assert "Catch" not in asl["States"]["ValidateInput"]  # InvalidInput ends the execution
+
+
+def test_happy_path_transitions_counted_from_the_asl(env):
+    cfg, _, asl = env
+    # ValidateInput, RunTasks, AllTasksSucceeded?, UpdateFinalStatus + (Choice, Task) per task
+    assert asl_graph.happy_path_transitions(asl) == 4 + 2 * len(cfg.tasks)
+
+
+def test_storage_settings_per_environment(env):
+    cfg, template, _ = env
+    (queue,) = resources_of_type(template, "AWS::SQS::Queue").values()
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    (queue_policy,) = resources_of_type(template, "AWS::SQS::QueuePolicy").values()
+    (deny,) = queue_policy["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    (table,) = resources_of_type(template, "AWS::DynamoDB::Table").values()
+    assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["Properties"]["SSESpecification"] == {"SSEEnabled": True}
+    expected = "Retain" if cfg.retain_data else "Delete"
+    assert table["DeletionPolicy"] == queue["DeletionPolicy"] == expected
+    assert table["Properties"]["DeletionProtectionEnabled"] is cfg.retain_data
+    for group in resources_of_type(template, "AWS::Logs::LogGroup").values():
+        assert group["Properties"]["RetentionInDays"] == cfg.log_retention_days
+        assert group["DeletionPolicy"] == expected
+
+
+def test_state_machine_logs_everything_and_traces(env):
+    cfg, template, _ = env
+    (sm,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
+    assert sm["Properties"]["TracingConfiguration"] == {"Enabled": True}
+    assert sm["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+    for fn in resources_of_type(template, "AWS::Lambda::Function").values():
+        assert fn["Properties"]["TracingConfig"] == {"Mode": "Active"}
+        assert fn["Properties"]["Runtime"] == "python3.13"
+
+
+def _functions_by_service(template):
+    return {
+        fn["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: lid
+        for lid, fn in resources_of_type(template, "AWS::Lambda::Function").items()
+    }
+
+
+def _role_of(template, fn_lid):
+    return template["Resources"][fn_lid]["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+def test_state_machine_role_grants_only_what_the_workflow_uses(env):
+    cfg, template, _ = env
+    (sm,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
+    statements = role_statements(template, sm["Properties"]["RoleArn"]["Fn::GetAtt"][0])
+    by_action = {tuple(sorted([s["Action"]] if isinstance(s["Action"], str) else s["Action"])): s for s in statements}
+    (table_id,) = resources_of_type(template, "AWS::DynamoDB::Table")
+    (queue_id,) = resources_of_type(template, "AWS::SQS::Queue")
+    invoke = by_action[("lambda:InvokeFunction",)]
+    fns = sorted(_functions_by_service(template).values())
+    assert invoke["Resource"] == [{"Fn::GetAtt": [f, "Arn"]} for f in fns] + [
+        {"Fn::Join": ["", [{"Fn::GetAtt": [f, "Arn"]}, ":*"]]} for f in fns
+    ]
+    assert by_action[("sqs:SendMessage",)]["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    ddb = by_action[("dynamodb:UpdateItem",)]["Resource"]["Fn::Join"][1]
+    assert {"Ref": table_id} in ddb
+    wildcard = [s for s in statements if s["Resource"] == "*"]
+    assert len(wildcard) == 1
+    assert all(a.startswith(("logs:", "xray:")) for a in wildcard[0]["Action"])
+    assert all(s["Effect"] == "Allow" for s in statements)
+    assert len(statements) == 4
+
+
+def test_function_roles_grant_only_their_logs_traces_and_table(env):
+    _, template, _ = env
+    (table_id,) = resources_of_type(template, "AWS::DynamoDB::Table")
+    for service, fn_lid in _functions_by_service(template).items():
+        statements = role_statements(template, _role_of(template, fn_lid))
+        actions = sorted(a for s in statements for a in s["Action"])
+        expected = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTelemetryRecords", "xray:PutTraceSegments"]
+        if service == "UpdateFinalStatus":
+            expected += ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+            (ddb,) = [s for s in statements if s["Action"][0].startswith("dynamodb")]
+            assert ddb["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+        assert actions == sorted(expected), service
+        logs = [s for s in statements if s["Action"][0].startswith("logs")]
+        assert logs[0]["Resource"]["Fn::GetAtt"][1] == "Arn"  # its own log group, not *
+
+
+def test_validate_input_knows_the_configured_tasks(env):
+    cfg, template, _ = env
+    fn = template["Resources"][_functions_by_service(template)["ValidateInput"]]
+    assert fn["Properties"]["Environment"]["Variables"]["TASK_NAMES"] == ",".join(cfg.task_names)

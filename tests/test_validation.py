@@ -1,0 +1,59 @@
+"""Execution-input validation: every bad field is named with its fix; nothing else is accepted."""
+
+import pytest
+
+from fanout_common.errors import InvalidInput
+from fanout_common.validation import validate_batch_input
+
+TASKS = ["ReserveInventory", "ChargePayment"]
+GOOD = {"batchId": "order-1", "tasks": {"ReserveInventory": {}, "ChargePayment": {"amountCents": 1}}}
+
+
+def test_valid_input_is_normalized():
+    assert validate_batch_input(GOOD, TASKS) == {**GOOD, "redriveOf": None}
+
+
+def test_batch_id_defaults_to_the_execution_name():
+    out = validate_batch_input({"tasks": GOOD["tasks"]}, TASKS, execution_name="exec-7")
+    assert out["batchId"] == "exec-7"
+
+
+def test_batch_id_generated_without_execution_name():
+    out = validate_batch_input({"tasks": GOOD["tasks"]}, TASKS, execution_name=None)
+    assert out["batchId"].startswith("batch-") and len(out["batchId"]) > 20
+
+
+@pytest.mark.parametrize(
+    "event, expected",
+    [
+        ([], "execution input must be a JSON object"),
+        ({"tasks": GOOD["tasks"], "batchId": 5}, "batchId: must be a string, got number"),
+        ({"tasks": GOOD["tasks"], "batchId": "has space"}, "batchId: must be 1-80 characters"),
+        ({"batchId": "x"}, 'tasks: missing; give one payload object per task: "ReserveInventory"'),
+        ({"tasks": []}, "tasks: must be an object keyed by task name, got array"),
+        ({"tasks": {**GOOD["tasks"], "Typo": {}}}, "tasks.Typo: unknown task; configured tasks are"),
+        ({"tasks": {"ReserveInventory": {}, "ChargePayment": 3}}, "tasks.ChargePayment: payload must be a JSON object"),
+        ({"tasks": {"ReserveInventory": {}}}, "tasks.ChargePayment: missing; every configured task"),
+        ({"tasks": GOOD["tasks"], "task": {}}, "task: unknown field; allowed fields are batchId, tasks, redriveOf"),
+        ({"tasks": GOOD["tasks"], "redriveOf": "nope"}, "redriveOf: must be the ARN of the failed execution"),
+        ({"tasks": {}, "redriveOf": "arn:aws:states:eu-west-1:123456789012:execution:sm:e1"}, "a redrive must name at least one task"),
+    ],
+)
+def test_bad_input_names_the_field_and_the_fix(event, expected):
+    with pytest.raises(InvalidInput) as err:
+        validate_batch_input(event, TASKS)
+    assert expected in str(err.value)
+
+
+def test_all_problems_are_reported_at_once():
+    with pytest.raises(InvalidInput) as err:
+        validate_batch_input({"batchId": 1, "tasks": {"Nope": 1}}, TASKS)
+    message = str(err.value)
+    for part in ("batchId:", "tasks.Nope:", "tasks.ReserveInventory: missing", "tasks.ChargePayment: missing"):
+        assert part in message
+
+
+def test_a_redrive_may_run_a_subset():
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:e1"
+    out = validate_batch_input({"batchId": "b", "tasks": {"ChargePayment": {}}, "redriveOf": arn}, TASKS)
+    assert out["tasks"] == {"ChargePayment": {}} and out["redriveOf"] == arn
