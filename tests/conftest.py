@@ -28,3 +28,28 @@ os.environ.pop("AWS_PROFILE", None)
 from stacks.runtime_node import use_venv_node  # noqa: E402
 
 use_venv_node()
+
+import pytest  # noqa: E402
+
+ENVIRONMENTS = ("dev", "prod")
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory):
+    """``synthesized("dev")`` -> the app of that environment, synthesized once per session
+    (cdk-nag included) with the same builder as ``cdk synth`` and the local engine."""
+    from fanout.local.template import synthesize
+
+    cache = {}
+
+    def get(env_name: str):
+        if env_name not in cache:
+            cache[env_name] = synthesize(env_name, tmp_path_factory.mktemp(f"cdk-out-{env_name}"))
+        return cache[env_name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def dev_app(synthesized):
+    return synthesized("dev")

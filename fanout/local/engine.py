@@ -29,6 +29,7 @@ from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
 from fanout.local.template import (
     LOCAL_ACCOUNT,
     SynthesizedApp,
+    local_names,
     make_resolver,
     resources_of_type,
 )
@@ -135,33 +136,21 @@ class LocalEngine:
     # ------------------------------------------------------------ "deployment"
     def _deploy(self, template: Mapping[str, Any]) -> LocalStack:
         local = LocalStack()
-        refs: dict[str, str] = {}
-        attrs: dict[tuple[str, str], str] = {}
-        arn = f"arn:aws:{{}}:{self.region}:{LOCAL_ACCOUNT}:{{}}"
-        for lid, res in resources_of_type(template, "AWS::SQS::Queue").items():
+        refs, attrs = local_names(template, self.region)
+        for lid in resources_of_type(template, "AWS::SQS::Queue"):
             url = self.sqs.create_queue(QueueName=lid)["QueueUrl"]
-            local.queues[lid] = refs[lid] = url
-            attrs[(lid, "Arn")] = arn.format("sqs", lid)
-            attrs[(lid, "QueueName")] = lid
-            attrs[(lid, "QueueUrl")] = url
+            if url != refs[lid]:
+                raise RuntimeError(f"moto named queue {lid} {url}, expected {refs[lid]}")
+            local.queues[lid] = url
         for lid, res in resources_of_type(template, "AWS::DynamoDB::Table").items():
             self._create_table(lid, res["Properties"])
-            local.tables[lid] = refs[lid] = lid
-            attrs[(lid, "Arn")] = arn.format("dynamodb", f"table/{lid}")
+            local.tables[lid] = lid
         for lid in resources_of_type(template, "AWS::S3::Bucket"):
-            name = lid.lower()[:63]
             self.client("s3").create_bucket(
-                Bucket=name, CreateBucketConfiguration={"LocationConstraint": self.region}
+                Bucket=refs[lid], CreateBucketConfiguration={"LocationConstraint": self.region}
             )
-            local.buckets[lid] = refs[lid] = name
-            attrs[(lid, "Arn")] = f"arn:aws:s3:::{name}"
+            local.buckets[lid] = refs[lid]
         functions = resources_of_type(template, "AWS::Lambda::Function")
-        for lid in functions:
-            refs[lid] = lid
-            attrs[(lid, "Arn")] = arn.format("lambda", f"function:{lid}")
-        for lid in resources_of_type(template, "AWS::StepFunctions::StateMachine"):
-            refs[lid] = attrs[(lid, "Arn")] = arn.format("states", f"stateMachine:{lid}")
-            attrs[(lid, "Name")] = lid
         resolve = make_resolver(refs, attrs, self.region)
 
         shared_env: dict[str, str] = {}
@@ -214,11 +203,15 @@ class LocalEngine:
         self.dynamodb.create_table(**kwargs)
 
     # ------------------------------------------------------------------ faults
-    def inject_lambda_service_faults(self, service: str, codes: list[str], workflow: str = "parallel") -> None:
+    def inject_lambda_service_faults(
+        self, service: str, codes: list[str], *, after_handler: bool = False, workflow: str = "parallel"
+    ) -> None:
         """The next ``len(codes)`` invokes of the function named ``service`` fail with these
-        Lambda API errors (e.g. ``["ServiceException", "TooManyRequestsException"]``)."""
+        Lambda API errors (e.g. ``["ServiceException", "TooManyRequestsException"]``); with
+        ``after_handler`` the handler runs first and its response is lost."""
         lid = self.function_id(service, workflow)
-        self.router.service_faults.setdefault(lid, []).extend(codes)
+        when = "after" if after_handler else "before"
+        self.router.service_faults.setdefault(lid, []).extend((c, when) for c in codes)
 
     def inject_sqs_send_failures(self, queue_logical_id: str, count: int, workflow: str = "parallel") -> None:
         """The next ``count`` SendMessage calls to that queue fail with a service error."""

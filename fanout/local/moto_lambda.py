@@ -82,8 +82,10 @@ class LambdaRouter:
     region: str = "eu-west-1"
     account: str = "123456789012"
     functions: dict[str, LocalFunction] = field(default_factory=dict)
-    # function name -> list of Lambda API error codes to answer with, one per invoke, in order
-    service_faults: dict[str, list[str]] = field(default_factory=dict)
+    # function name -> Lambda API error codes to answer with, one per invoke, in order. A fault
+    # "before" rejects the invoke (the handler does not run); "after" runs the handler and then
+    # loses its response (the caller sees the error although the work was done).
+    service_faults: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     invocations: list[InvocationRecord] = field(default_factory=list)
     on_invoke: Callable[[str, Any], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -110,14 +112,13 @@ class LambdaRouter:
         event = json.loads(body) if body else {}
         with self._lock:
             faults = self.service_faults.get(name)
-            fault = faults.pop(0) if faults else None
+            fault, when = faults.pop(0) if faults else (None, None)
         if self.on_invoke:
             self.on_invoke(name, event)
-        if fault:
+        if fault and when == "before":
             with self._lock:
                 self.invocations.append(InvocationRecord(name, event, f"Lambda.{fault}"))
-            status = 429 if fault == "TooManyRequestsException" else 500
-            raise LambdaServiceError(fault, f"injected Lambda service fault {fault}", status)
+            raise _service_error(fault)
         context = LambdaContext(fn, self.region, self.account)
         try:
             result = self._handler(fn)(event, context)
@@ -136,7 +137,14 @@ class LambdaRouter:
             )
         with self._lock:
             self.invocations.append(InvocationRecord(name, event, error_type))
+        if fault:  # "after": the work happened, the response is lost
+            raise _service_error(fault)
         return payload.encode()
+
+
+def _service_error(code: str) -> LambdaServiceError:
+    status = 429 if code == "TooManyRequestsException" else 500
+    return LambdaServiceError(code, f"injected Lambda service fault {code}", status)
 
 
 _ACTIVE: list[LambdaRouter] = []

@@ -94,3 +94,47 @@ def make_resolver(
         return {k: resolve(v) for k, v in value.items()}
 
     return resolve
+
+
+def local_names(
+    template: Mapping[str, Any], region: str
+) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    """(Ref values, GetAtt values) of each resource's local stand-in, named by its logical id:
+    the values moto gives resources created with those names (queue URLs included)."""
+    refs: dict[str, str] = {}
+    attrs: dict[tuple[str, str], str] = {}
+    arn = f"arn:aws:{{}}:{region}:{LOCAL_ACCOUNT}:{{}}"
+    for lid, res in template["Resources"].items():
+        kind = res["Type"]
+        if kind == "AWS::SQS::Queue":
+            refs[lid] = attrs[(lid, "QueueUrl")] = (
+                f"https://sqs.{region}.amazonaws.com/{LOCAL_ACCOUNT}/{lid}"
+            )
+            attrs[(lid, "Arn")] = arn.format("sqs", lid)
+            attrs[(lid, "QueueName")] = lid
+        elif kind == "AWS::DynamoDB::Table":
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("dynamodb", f"table/{lid}")
+        elif kind == "AWS::S3::Bucket":
+            refs[lid] = bucket_name(lid)
+            attrs[(lid, "Arn")] = f"arn:aws:s3:::{bucket_name(lid)}"
+        elif kind == "AWS::Lambda::Function":
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("lambda", f"function:{lid}")
+        elif kind == "AWS::StepFunctions::StateMachine":
+            refs[lid] = attrs[(lid, "Arn")] = arn.format("states", f"stateMachine:{lid}")
+            attrs[(lid, "Name")] = lid
+    return refs, attrs
+
+
+def bucket_name(logical_id: str) -> str:
+    return logical_id.lower()[:63]
+
+
+def state_machine_definitions(template: Mapping[str, Any], region: str) -> dict[str, dict]:
+    """Logical id -> the state machine's ASL, resolved against the local names."""
+    resolve = make_resolver(*local_names(template, region), region)
+    return {
+        lid: json.loads(resolve(res["Properties"]["DefinitionString"]))
+        for lid, res in resources_of_type(template, "AWS::StepFunctions::StateMachine").items()
+    }

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs the whole test suite (sets up first if needed). Arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")"
+./setup.sh --no-demo
+export PATH="$PWD/.venv/bin:$PATH"
+exec .venv/bin/python -m pytest "$@"

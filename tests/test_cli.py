@@ -1,0 +1,61 @@
+"""``fanout run``: exit codes, fault switches and clear errors (engine in-process)."""
+
+import json
+
+import pytest
+
+import fanout.local.template as template_module
+from fanout.cli import main
+from fanout.faults import FaultSpecError, apply_task_faults, parse_lambda_fault, parse_task_fault
+
+EXAMPLE = "examples/batch.json"
+
+
+@pytest.fixture(autouse=True)
+def reuse_session_synth(monkeypatch, dev_app):
+    monkeypatch.setattr(template_module, "synthesize", lambda env_name="dev", outdir=None: dev_app)
+
+
+def test_demo_succeeds_with_exit_code_0(capsys):
+    assert main(["run", EXAMPLE, "--no-sleep"]) == 0
+    out = capsys.readouterr().out
+    assert "execution SUCCEEDED" in out and '"status": "SUCCEEDED"' in out
+    assert "dead-letter queue: 0 message(s)" in out
+
+
+def test_demo_with_a_permanent_failure_exits_1_and_shows_the_dlq(capsys):
+    assert main(["run", EXAMPLE, "--no-sleep", "--fail", "NotifyCustomer=permanent"]) == 1
+    out = capsys.readouterr().out
+    assert "execution FAILED" in out and "BatchFailed" in out
+    assert "dead-letter queue: 1 message(s)" in out and "task=NotifyCustomer" in out
+    assert "NotifyCustomer=4" in out  # attempts: MaxAttempts 3 + 1
+
+
+def test_bad_fault_switch_exits_2_with_the_expected_form(capsys):
+    assert main(["run", EXAMPLE, "--fail", "ChargePayment=sometimes"]) == 2
+    assert "expected TASK=transient:K, TASK=permanent or TASK=fatal" in capsys.readouterr().err
+
+
+def test_malformed_input_file_is_named(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(SystemExit, match=r"bad.json: not valid JSON"):
+        main(["run", str(bad)])
+    with pytest.raises(SystemExit, match=r"missing.json: No such file"):
+        main(["run", str(tmp_path / "missing.json")])
+
+
+def test_fault_parsing():
+    assert parse_task_fault("ChargePayment=transient:3").payload_switch() == {"mode": "transient", "times": 3}
+    assert parse_task_fault("X=permanent").payload_switch() == {"mode": "permanent"}
+    assert parse_lambda_fault("UpdateFinalStatus=ServiceException:2") == (
+        "UpdateFinalStatus", ["ServiceException", "ServiceException"],
+    )
+    with pytest.raises(FaultSpecError, match="CODE one of ServiceException"):
+        parse_lambda_fault("X=Boom")
+    data = json.loads(open(EXAMPLE).read())
+    with pytest.raises(FaultSpecError, match="no such task in the input"):
+        apply_task_faults(data, [parse_task_fault("Nope=fatal")])
+    faulted = apply_task_faults(data, [parse_task_fault("ChargePayment=fatal")])
+    assert faulted["tasks"]["ChargePayment"]["simulateFailure"] == {"mode": "fatal"}
+    assert "simulateFailure" not in data["tasks"]["ChargePayment"]  # input not mutated
