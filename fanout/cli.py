@@ -17,6 +17,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a batch locally on the embedded engine (synthesized ASL, real handlers, moto)",
     )
     run.add_argument("input", help="execution input JSON file (or - for stdin)")
+    run.add_argument("--workflow", choices=("parallel", "map"), default="parallel",
+                     help="parallel (fixed tasks) or map (N items, Distributed Map)")
+    run.add_argument("--manifest", metavar="FILE",
+                     help="map: upload this JSON/CSV manifest to the local bucket and use it")
+    run.add_argument("--fail-item", action="append", metavar="INDEX=MODE",
+                     help="map: make an inline item fail: INDEX=transient:K, INDEX=permanent, INDEX=fatal")
     run.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
     run.add_argument("--name", help="execution name (default: generated)")
     run.add_argument(

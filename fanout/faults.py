@@ -72,3 +72,26 @@ def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) 
             raise FaultSpecError(f"--fail {fault.task}: no such task in the input (tasks: {known})")
         tasks[fault.task] = {**tasks[fault.task], SIMULATE_KEY: fault.payload_switch()}
     return out
+
+
+def parse_item_fault(text: str) -> tuple[int, TaskFault]:
+    """``INDEX=MODE`` for a Map item: ``7=permanent``, ``3=transient:2``, ``0=fatal``."""
+    m = re.fullmatch(r"(\d+)=(transient(?::(\d+))?|permanent|fatal)", text)
+    if not m:
+        raise FaultSpecError(
+            f"--fail-item {text!r}: expected INDEX=transient:K, INDEX=permanent or INDEX=fatal"
+        )
+    return int(m.group(1)), TaskFault(f"item-{m.group(1)}", m.group(2).split(":")[0], int(m.group(3) or 1))
+
+
+def apply_item_faults(execution_input: dict[str, Any], faults: list[tuple[int, TaskFault]]) -> dict[str, Any]:
+    """A copy of a Map input with each fault's switch added to the item at that index."""
+    out = copy.deepcopy(execution_input)
+    items = out.get("items")
+    for index, fault in faults:
+        if not isinstance(items, list) or not 0 <= index < len(items) or not isinstance(items[index], dict):
+            raise FaultSpecError(
+                f"--fail-item {index}: needs inline items (objects) in the input with that index"
+            )
+        items[index] = {**items[index], SIMULATE_KEY: fault.payload_switch()}
+    return out

@@ -10,11 +10,17 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import EnvironmentConfig, load_environment, read_cdk_context
+from stacks.completion_ledger_stack import CompletionLedgerStack
+from stacks.map_workflow_stack import MapWorkflowStack
 from stacks.parallel_workflow_stack import ParallelWorkflowStack
 
 
 def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
-    return {"parallel": f"{cfg.stack_prefix}-ParallelWorkflow"}
+    return {
+        "parallel": f"{cfg.stack_prefix}-ParallelWorkflow",
+        "map": f"{cfg.stack_prefix}-MapWorkflow",
+        "ledger": f"{cfg.stack_prefix}-CompletionLedger",
+    }
 
 
 def build_app(
@@ -39,6 +45,20 @@ def build_app(
             cfg=cfg,
             env=env,
             description=f"Fan-out/fan-in kit: Parallel workflow ({cfg.name})",
+        ),
+        "map": MapWorkflowStack(
+            app,
+            names["map"],
+            cfg=cfg,
+            env=env,
+            description=f"Fan-out/fan-in kit: Distributed Map workflow ({cfg.name})",
+        ),
+        "ledger": CompletionLedgerStack(
+            app,
+            names["ledger"],
+            cfg=cfg,
+            env=env,
+            description=f"Fan-out/fan-in kit: completion ledger for SQS/Kinesis consumers ({cfg.name})",
         ),
     }
     for stack in stacks.values():

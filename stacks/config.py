@@ -11,14 +11,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statemachines.retry_policy import RetryConfigError, RetrySettings
+
+if TYPE_CHECKING:
+    from stacks.ledger_config import LedgerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = ROOT / "cdk.json"
 ENVIRONMENTS_KEY = "fanout:environments"
 TASKS_KEY = "fanout:tasks"
+MAP_WORKER_KEY = "fanout:mapWorker"
 TASK_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")
 RETRY_KINDS = ("transient", "retryable", "dlqSend", "statusWrite")
 ALARM_KEYS = (
@@ -54,6 +58,27 @@ class AlarmThresholds:
     period_minutes: int
 
 
+MAP_INT_FIELDS: dict[str, tuple[str, int, int]] = {
+    "maxConcurrency": ("max_concurrency", 1, 10_000),
+    "itemsPerBatch": ("items_per_batch", 1, 100_000),
+    "maxItemBytes": ("max_item_bytes", 64, 256 * 1024),
+    "maxInlineItems": ("max_inline_items", 1, 10_000),
+    "resultsRetentionDays": ("results_retention_days", 1, 3650),
+    "workerTimeoutSeconds": ("worker_timeout_seconds", 1, 900),
+}
+
+
+@dataclass(frozen=True)
+class MapSettings:
+    max_concurrency: int  # Distributed Map MaxConcurrency (children at once)
+    items_per_batch: int  # ItemBatcher MaxItemsPerBatch: items per child Lambda invoke
+    child_execution_type: str  # "EXPRESS" (cheap, at-least-once, 5 min) or "STANDARD"
+    max_item_bytes: int  # one item, as JSON, at most this many bytes
+    max_inline_items: int  # more than this must come as an S3 manifest
+    results_retention_days: int  # lifecycle of manifests and ResultWriter output in S3
+    worker_timeout_seconds: int
+
+
 @dataclass(frozen=True)
 class EnvironmentConfig:
     name: str
@@ -69,6 +94,9 @@ class EnvironmentConfig:
     status_write_retry: RetrySettings
     alarms: AlarmThresholds
     tasks: tuple[TaskSpec, ...]
+    map: MapSettings
+    map_worker: TaskSpec
+    ledger: "LedgerSettings"
 
     @property
     def task_names(self) -> list[str]:
@@ -132,6 +160,24 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
     return tuple(specs)
 
 
+def _map_settings(raw: Any, where: str) -> MapSettings:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: must be an object with {', '.join([*MAP_INT_FIELDS, 'childExecutionType'])}")
+    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
+    values: dict[str, Any] = {}
+    for key, (attr, low, high) in MAP_INT_FIELDS.items():
+        value = raw.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ConfigError(f"{where}.{key}: must be a whole number from {low} to {high}, got {value!r}")
+        values[attr] = value
+    kind = raw.get("childExecutionType")
+    if kind not in ("EXPRESS", "STANDARD"):
+        raise ConfigError(f"{where}.childExecutionType: must be EXPRESS or STANDARD, got {kind!r}")
+    return MapSettings(child_execution_type=kind, **values)
+
+
 def load_environment(context: Mapping[str, Any], name: str | None) -> EnvironmentConfig:
     environments = context.get(ENVIRONMENTS_KEY)
     if not isinstance(environments, Mapping) or not environments:
@@ -186,7 +232,16 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         status_write_retry=retry["statusWrite"],
         alarms=alarms,
         tasks=_tasks(context.get(TASKS_KEY), retry),
+        map=_map_settings(env.get("map"), f"{where}.map"),
+        map_worker=_tasks([context.get(MAP_WORKER_KEY)], retry)[0],
+        ledger=_ledger_settings(env, name),
     )
+
+
+def _ledger_settings(env: Mapping[str, Any], name: str) -> "LedgerSettings":
+    from stacks.ledger_config import load_ledger_settings  # it imports this module
+
+    return load_ledger_settings(env, name)
 
 
 def environment_names(context: Mapping[str, Any] | None = None) -> list[str]:

@@ -64,3 +64,44 @@ def acknowledge_dead_letter_queue(queue: IConstruct) -> None:
         "This queue is itself the dead-letter queue: the state machine sends exhausted tasks to it "
         "directly (sqs:SendMessage); messages stay 14 days and are redriven by `fanout dlq redrive`",
     )
+
+
+def acknowledge_map_workflow(stack: Stack, state_machine: IConstruct, role: IConstruct, bucket: IConstruct,
+                             prepare_function: IConstruct, map_labels: list[str]) -> None:
+    """The Distributed Map's own grants: child executions of this state machine, map-run redrive,
+    and the batch data bucket's objects (ItemReader reads manifests, ResultWriter writes results)."""
+    sm_ref = stack.resolve(stack.get_logical_id(state_machine.node.default_child))
+    bucket_ref = stack.resolve(stack.get_logical_id(bucket.node.default_child))
+    execution = (
+        f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:execution:'
+        f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
+    )
+    policy = state_machine.node.find_child("DistributedMapPolicy")
+    acknowledge(
+        policy,
+        "IAM5",
+        "states:DescribeExecution/StopExecution on the child executions the Distributed Map "
+        "starts from this same state machine (their names are generated), as CDK grants them",
+        finding=f"Resource::{execution}:*",
+    )
+    for label in map_labels:
+        acknowledge(
+            policy,
+            "IAM5",
+            f"states:RedriveExecution on the map-run executions of the {label} Distributed Map state "
+            "(names generated per run), so a failed map run can be redriven",
+            finding=f"Resource::{execution}/{label}:*",
+        )
+    acknowledge(
+        role,
+        "IAM5",
+        "ItemReader (s3:GetObject) and ResultWriter (s3:PutObject, multipart) act on objects of "
+        "the batch data bucket, which holds only this workflow's manifests and results",
+        finding=f"Resource::arn:<AWS::Partition>:s3:::<{bucket_ref}>/*",
+    )
+    acknowledge(
+        prepare_function,
+        "IAM5",
+        "PrepareBatch reads uploaded manifests and writes inline items under manifests/ only",
+        finding=f"Resource::<{bucket_ref}.Arn>/manifests/*",
+    )

@@ -26,7 +26,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.fanout_common import errors
 from lambdas.fanout_common.final_status import (
     FAILED,
     FAILURE_CONDITION_EXPRESSION,
@@ -39,8 +38,8 @@ from statemachines.retry_policy import (
     DYNAMODB_TRANSIENT_ERRORS,
     LAMBDA_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
-    RetrySettings,
 )
+from statemachines.states import add_task_retries, invoke, retry_props
 
 SKIPPED = "SKIPPED"
 FAILURES_PATH = "$.outcome.failedTasks"
@@ -52,38 +51,12 @@ class TaskBinding:
     function: lambda_.IFunction
 
 
-def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
-    """Keyword arguments of ``State.add_retry`` for this policy (exponential, capped, full jitter)."""
-    return dict(
-        errors=list(errors_),
-        interval=Duration.seconds(settings.interval_seconds),
-        max_attempts=settings.max_attempts,
-        backoff_rate=settings.backoff_rate,
-        max_delay=Duration.seconds(settings.max_delay_seconds),
-        jitter_strategy=sfn.JitterType.FULL,
-    )
-
-
-def _invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict, **kw) -> tasks.LambdaInvoke:
-    return tasks.LambdaInvoke(
-        scope,
-        state_id,
-        lambda_function=fn,
-        payload=sfn.TaskInput.from_object(payload),
-        # arn:aws:states:::lambda:invoke (not the bare function ARN): Lambda API errors then surface
-        # as Lambda.ServiceException etc., which the Retry rules below match.
-        payload_response_only=False,
-        retry_on_service_exceptions=False,  # our own Retry rules below, from configuration
-        **kw,
-    )
-
-
 def _branch(
     scope: Construct, binding: TaskBinding, cfg: EnvironmentConfig, dlq: sqs.IQueue
 ) -> sfn.IChainable:
     spec = binding.spec
     name = spec.name
-    run = _invoke(
+    run = invoke(
         scope,
         f"Run {name}",
         binding.function,
@@ -98,10 +71,7 @@ def _branch(
         task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.task_timeout_seconds)),
         result_selector={"task": name, "status": SUCCEEDED, "output.$": "$.Payload"},
     )
-    # First match wins: a non-retryable error is never retried (MaxAttempts 0, stated explicitly).
-    run.add_retry(errors=[errors.NON_RETRYABLE], max_attempts=0)
-    run.add_retry(**retry_props(spec.transient, LAMBDA_TRANSIENT_ERRORS))
-    run.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE]))
+    add_task_retries(run, spec)
 
     failed_marker = {"task": name, "status": FAILED, "failedTask": name, "error.$": "$.failure.Error"}
     dead_lettered = sfn.Pass(
@@ -164,7 +134,7 @@ def build_parallel_workflow(
     dlq: sqs.IQueue,
     status_table: dynamodb.ITable,
 ) -> sfn.IChainable:
-    validate = _invoke(
+    validate = invoke(
         scope,
         "ValidateInput",
         validate_input,
@@ -190,7 +160,7 @@ def build_parallel_workflow(
     for binding in bindings:
         parallel.branch(_branch(scope, binding, cfg, dlq))
 
-    update = _invoke(
+    update = invoke(
         scope,
         "UpdateFinalStatus",
         update_final_status,

@@ -25,6 +25,8 @@ import boto3
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
+from fanout.local.adapt import adapt_for_moto
+from fanout.local.moto_fixes import serialized_dynamodb_writes
 from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
 from fanout.local.template import (
     LOCAL_ACCOUNT,
@@ -76,6 +78,13 @@ class LocalStack:
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     buckets: dict[str, str] = field(default_factory=dict)
     state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+    environment: dict[str, str] = field(default_factory=dict)  # the functions' variables
+
+    def setting(self, name: str) -> str:
+        """A function environment variable of this stack (table names, bucket name, ...)."""
+        if name not in self.environment:
+            raise KeyError(f"no function of this stack has {name}")
+        return self.environment[name]
 
 
 class LocalEngine:
@@ -85,10 +94,15 @@ class LocalEngine:
         self,
         app: SynthesizedApp,
         *,
+        workflows: tuple[str, ...] = ("parallel",),
         sleep_retries: bool = True,
         quiet: bool = True,
     ) -> None:
+        """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
+        share its environment, so stacks whose functions read the same variable with different
+        values (each stack has its own status table) are deployed by separate engines."""
         self.app = app
+        self.workflows = workflows
         self.region = app.region
         self.router = LambdaRouter(region=self.region, account=LOCAL_ACCOUNT)
         self.retry_clock = RetryClock(sleep_retries)
@@ -97,6 +111,8 @@ class LocalEngine:
         self._exit = ExitStack()
         self._sqs_send_faults: dict[str, int] = {}
         self._env_backup: dict[str, str | None] = {}
+        self.adaptations: list[str] = []  # what adapt_for_moto changed, per state
+        self._shared_env: dict[str, str] = {}
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -106,6 +122,7 @@ class LocalEngine:
         self._set_env({"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region})
         self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
         self._exit.enter_context(routed_lambdas(self.router))
+        self._exit.enter_context(serialized_dynamodb_writes())
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
@@ -113,8 +130,8 @@ class LocalEngine:
         self.sfn = self.client("stepfunctions")
         self.sqs = self.client("sqs")
         self.dynamodb = self.client("dynamodb")
-        for workflow, stack_name in self.app.workflow_stacks.items():
-            self.stacks[workflow] = self._deploy(self.app.templates[stack_name])
+        for workflow in self.workflows:
+            self.stacks[workflow] = self._deploy(self.app.template(workflow))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -153,7 +170,7 @@ class LocalEngine:
         functions = resources_of_type(template, "AWS::Lambda::Function")
         resolve = make_resolver(refs, attrs, self.region)
 
-        shared_env: dict[str, str] = {}
+        shared_env = self._shared_env
         for lid, res in functions.items():
             props = res["Properties"]
             env = resolve(props.get("Environment", {}).get("Variables", {}))
@@ -161,10 +178,12 @@ class LocalEngine:
             for key, value in env.items():
                 if key in PER_FUNCTION_ENV:
                     continue
+                local.environment[key] = value
                 if shared_env.get(key, value) != value:
                     raise RuntimeError(
                         f"functions disagree on environment variable {key}; the in-process "
-                        "engine shares one environment (add it to PER_FUNCTION_ENV if per-function)"
+                        "engine shares one environment: deploy those workflows in separate engines (or add the "
+                        "variable to PER_FUNCTION_ENV if it is per-function)"
                     )
                 shared_env[key] = value
             self.router.register(
@@ -178,10 +197,11 @@ class LocalEngine:
         self._set_env(shared_env)
 
         for lid, res in resources_of_type(template, "AWS::StepFunctions::StateMachine").items():
-            definition = resolve(res["Properties"]["DefinitionString"])
+            definition, notes = adapt_for_moto(json.loads(resolve(res["Properties"]["DefinitionString"])))
+            self.adaptations.extend(notes)
             created = self.sfn.create_state_machine(
                 name=lid,
-                definition=definition,
+                definition=json.dumps(definition),
                 roleArn=f"arn:aws:iam::{LOCAL_ACCOUNT}:role/{lid}",
                 type=res["Properties"].get("StateMachineType", "STANDARD"),
             )
@@ -261,7 +281,27 @@ class LocalEngine:
         return self.only("queues", workflow)
 
     def table_name(self, workflow: str = "parallel") -> str:
-        return self.only("tables", workflow)
+        """The batch status table (UpdateFinalStatus's)."""
+        return self.stacks[workflow].setting("STATUS_TABLE_NAME")
+
+    def ledger_table_name(self, workflow: str = "map") -> str:
+        return self.stacks[workflow].setting("LEDGER_TABLE_NAME")
+
+    def bucket_name(self, workflow: str = "map") -> str:
+        return self.stacks[workflow].setting("BATCH_BUCKET_NAME")
+
+    def upload_manifest(self, key: str, body: bytes, workflow: str = "map") -> dict[str, str]:
+        """Put a manifest in the batch data bucket; returns the input's ``manifest`` object."""
+        self.client("s3").put_object(Bucket=self.bucket_name(workflow), Key=key, Body=body)
+        return {"bucket": self.bucket_name(workflow), "key": key}
+
+    def ledger_counts(self, batch_id: str, workflow: str = "map") -> dict[str, Any] | None:
+        from lambdas.fanout_common.ledger import batch_key, plain
+
+        item = self.dynamodb.get_item(
+            TableName=self.ledger_table_name(workflow), Key=batch_key(batch_id), ConsistentRead=True
+        ).get("Item")
+        return plain(item) if item else None
 
     # ------------------------------------------------------------- executions
     def start(self, workflow: str, execution_input: Any, name: str | None = None) -> str:
@@ -299,10 +339,11 @@ class LocalEngine:
         self,
         execution_arn: str,
         on_event: Callable[[dict[str, Any]], None] | None = None,
-        timeout_seconds: float = 600,
+        timeout_seconds: float = 1800,
+        poll_seconds: float = 0.05,
     ) -> ExecutionResult:
         started = time.monotonic()
-        for event in self.follow(execution_arn):
+        for event in self.follow(execution_arn, poll_seconds):
             if on_event:
                 on_event(event)
             if time.monotonic() - started > timeout_seconds:
@@ -347,6 +388,6 @@ class LocalEngine:
         return messages
 
     def status_record(self, batch_id: str, workflow: str = "parallel") -> dict[str, Any] | None:
-        from lambdas.fanout_common.final_status import read_status
+        from lambdas.fanout_common.final_status import read_status  # noqa: PLC0415
 
         return read_status(self.dynamodb, self.table_name(workflow), batch_id)

@@ -30,6 +30,11 @@ FAILURE_UPDATE_EXPRESSION = (
     "SET #status = :failed, failedTasks = :failedTasks, executionArn = :executionArn, "
     "updatedAt = :updatedAt ADD failedRuns :one"
 )
+# The Map workflow records counts instead of task names (same condition).
+MAP_FAILURE_UPDATE_EXPRESSION = (
+    "SET #status = :failed, failedItems = :failedItems, totalItems = :totalItems, "
+    "executionArn = :executionArn, updatedAt = :updatedAt ADD failedRuns :one"
+)
 FAILURE_CONDITION_EXPRESSION = "attribute_not_exists(batchId) OR #status = :failed"
 FAILURE_EXPRESSION_NAMES = {"#status": "status"}
 

@@ -1,0 +1,151 @@
+"""What the ledger's Lambda handlers share: the child message, the ledger built from the
+environment, the example child work, and the winner's follow-up (finalize or alarm).
+
+Child message (SQS body or Kinesis record data, JSON)::
+
+    {"batchId": "orders-42", "childId": "line-7",     # or "index": 7 (0-based) instead of childId
+     "total": 10,                                     # optional if the batch was registered up front
+     "payload": {...}}                                # the child's work; may hold simulateFailure
+
+Environment: LEDGER_TABLE_NAME, LEDGER_FAILURE_THRESHOLD (default 0), LEDGER_TTL_DAYS (30),
+LEDGER_DEADLINE_MINUTES (0: no deadline for batches created by their first message),
+FINALIZER_FUNCTION_NAME (the UpdateFinalStatus function), FANOUT_ENV.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
+from .worker import TaskEvent, raise_simulated_failure
+
+logger = Logger()
+# One metric service for every ledger function, so one alarm covers them all.
+METRICS_SERVICE = "CompletionLedger"
+BATCH_FAILED_METRIC = "LedgerBatchFailed"
+BATCH_COMPLETED_METRIC = "LedgerBatchCompleted"
+metrics = Metrics(service=METRICS_SERVICE)
+# Most invocations record children without deciding a batch, so they emit no metric; Powertools
+# would warn about that on every one of them.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+
+class FinalizeFailed(LedgerError):
+    """UpdateFinalStatus returned a function error; the message is retried (the winner keeps the
+    right to finalize until it succeeds, see Ledger.acknowledge_finish)."""
+
+
+@dataclass(frozen=True)
+class ChildMessage:
+    batch_id: str
+    child_id: str
+    total: int | None
+    index: int | None
+    payload: dict[str, Any]
+
+    @classmethod
+    def parse(cls, body: Any) -> "ChildMessage":
+        if not isinstance(body, Mapping):
+            raise InvalidChildMessage(f"child message must be a JSON object, got {type(body).__name__}")
+        batch_id, child_id, index, total = (body.get(k) for k in ("batchId", "childId", "index", "total"))
+        if not isinstance(batch_id, str) or not batch_id:
+            raise InvalidChildMessage(f"batchId: must be a non-empty string, got {batch_id!r}")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
+            raise InvalidChildMessage(f"index: must be a whole number >= 0, got {index!r}")
+        if child_id is None and index is None:
+            raise InvalidChildMessage("childId or index: one is required to identify the child")
+        if child_id is not None and (not isinstance(child_id, str) or not child_id):
+            raise InvalidChildMessage(f"childId: must be a non-empty string, got {child_id!r}")
+        if total is not None and (not isinstance(total, int) or isinstance(total, bool) or total < 1):
+            raise InvalidChildMessage(f"total: must be a whole number >= 1, got {total!r}")
+        payload = body.get("payload") or {}
+        if not isinstance(payload, Mapping):
+            raise InvalidChildMessage(f"payload: must be a JSON object, got {type(payload).__name__}")
+        return cls(batch_id, child_id if child_id is not None else str(index), total, index, dict(payload))
+
+
+@functools.cache
+def dynamodb_client() -> Any:
+    return boto3.client("dynamodb")
+
+
+@functools.cache
+def lambda_client() -> Any:
+    return boto3.client("lambda")
+
+
+def ledger_from_env(client: Any | None = None) -> Ledger:
+    deadline_minutes = int(os.environ.get("LEDGER_DEADLINE_MINUTES", "0"))
+    return Ledger(
+        client or dynamodb_client(),
+        os.environ["LEDGER_TABLE_NAME"],
+        failure_threshold=int(os.environ.get("LEDGER_FAILURE_THRESHOLD", "0")),
+        ttl_days=int(os.environ.get("LEDGER_TTL_DAYS", "30")),
+        deadline_seconds=deadline_minutes * 60 or None,
+    )
+
+
+def do_child_work(message: ChildMessage, attempt: int) -> dict[str, Any]:
+    """The example child's work. ``payload.simulateFailure`` fails it on purpose, exactly like the
+    workflow tasks (fanout_common.worker): {"mode": "transient", "times": N} fails the first N
+    attempts, "permanent" and "fatal" every attempt (so the message ends in the DLQ)."""
+    raise_simulated_failure(
+        TaskEvent(message.batch_id, message.child_id, message.payload, attempt, execution_arn="")
+    )
+    return {"childId": message.child_id, "processed": True}
+
+
+def invoke_finalizer(client: Any, function_name: str, batch_id: str, identity: str) -> dict[str, Any]:
+    """Invoke UpdateFinalStatus synchronously with the event the workflows use."""
+    response = client.invoke(
+        FunctionName=function_name,
+        InvocationType="RequestResponse",
+        Payload=json.dumps({"batchId": batch_id, "executionArn": identity, "results": {}}).encode(),
+    )
+    body = response["Payload"].read()
+    if response.get("FunctionError"):
+        raise FinalizeFailed(f"batch {batch_id}: UpdateFinalStatus failed: {body[:500]!r}")
+    return json.loads(body or b"{}")
+
+
+def finish(ledger: Ledger, result: LedgerResult, identity: str) -> LedgerResult:
+    """The winner's follow-up; a no-op for every other outcome. ``identity`` names the finisher
+    (``ledger:<source>:<childId>``) and becomes the status record's executionArn/finalizedBy."""
+    if result.must_finalize or result.must_alarm:
+        metrics.set_default_dimensions(environment=os.environ.get("FANOUT_ENV", "local"))
+    if result.must_finalize:
+        final = invoke_finalizer(
+            lambda_client(), os.environ["FINALIZER_FUNCTION_NAME"], result.batch_id, identity
+        )
+        metrics.add_metric(name=BATCH_COMPLETED_METRIC, unit=MetricUnit.Count, value=1)
+        logger.info("batch completed and finalized", extra={"ledger": result.to_dict(), "final": final})
+        ledger.acknowledge_finish(result.batch_id, result.child_id or "", identity)
+    elif result.must_alarm:
+        metrics.add_metric(name=BATCH_FAILED_METRIC, unit=MetricUnit.Count, value=1)
+        logger.error("batch FAILED", extra={"ledger": result.to_dict(), "finishedBy": identity})
+        ledger.acknowledge_finish(result.batch_id, result.child_id or "", identity)
+    else:
+        logger.info("child recorded", extra={"ledger": result.to_dict()})
+    return result
+
+
+__all__ = [
+    "ChildMessage",
+    "FinalizeFailed",
+    "do_child_work",
+    "finish",
+    "invoke_finalizer",
+    "ledger_from_env",
+    "logger",
+    "metrics",
+]

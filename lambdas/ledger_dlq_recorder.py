@@ -1,0 +1,50 @@
+"""Consumer of a source queue's dead-letter queue: each message there is a child whose retries are
+exhausted; record it as FAILED in the completion ledger, once (the child mark makes a redelivered
+DLQ message, or a child that succeeded after all, a no-op). The winner of RUNNING -> FAILED emits
+the LedgerBatchFailed metric (the alarm) and logs an error; if failures are tolerated and this was
+the last child, the batch completes and this caller finalizes it.
+
+A message that is not a child message cannot be attributed to a batch: it is reported as a batch
+item failure so it stays in the DLQ (the DLQ-age alarm fires) for an operator to inspect.
+"""
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from fanout_common.ledger_runtime import (
+    ChildMessage,
+    finish,
+    ledger_from_env,
+    logger,
+    metrics,
+)
+
+SOURCE = "sqs-dlq"
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def record_handler(record: SQSRecord) -> dict:
+    try:
+        message = ChildMessage.parse(record.json_body)
+    except Exception:
+        logger.error("dead-lettered message is not a child message; left in the DLQ",
+                     extra={"messageId": record.message_id, "body": record.body[:2000]})
+        raise
+    with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
+        ledger = ledger_from_env()
+        result = ledger.record_failure(
+            message.batch_id,
+            message.child_id,
+            total=message.total,
+            index=message.index,
+            reason=f"dead-lettered (message {record.message_id})",
+        )
+        return finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event, context):
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,53 @@
+"""Kinesis consumer of child records: the records of one batch may be spread over shards and
+invocations; the ledger does not care (it counts per child, atomically).
+
+Partial batch responses (ReportBatchItemFailures) + BisectBatchOnFunctionError: Lambda retries from
+the first failed sequence number and splits failing batches; when a record's retries are exhausted,
+the event source mapping sends the *metadata* of the failed range (shard id, first/last sequence
+number, stream ARN; not the records) to the on-failure SQS queue, and ``ledger_kinesis_failure_recorder``
+reads that range back from the stream and records each child in it as FAILED, once. Records of the
+range that had succeeded already are no-ops there (their child mark exists).
+
+There is no attempt counter on a Kinesis record, so a simulated "transient" failure fails every
+attempt here (attempt is always 0 to the child work).
+"""
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
+
+from fanout_common.ledger_runtime import (
+    ChildMessage,
+    do_child_work,
+    finish,
+    ledger_from_env,
+    logger,
+    metrics,
+)
+
+SOURCE = "kinesis"
+processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
+
+
+def record_handler(record: KinesisStreamRecord) -> dict:
+    message = ChildMessage.parse(record.kinesis.data_as_json())
+    with logger.append_context_keys(
+        batch_id=message.batch_id, child_id=message.child_id, sequence_number=record.kinesis.sequence_number
+    ):
+        try:
+            do_child_work(message, 0)
+        except Exception:
+            logger.warning("child work failed", exc_info=True)
+            raise
+        ledger = ledger_from_env()
+        result = ledger.record_success(
+            message.batch_id, message.child_id, total=message.total, index=message.index
+        )
+        return finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event, context):
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

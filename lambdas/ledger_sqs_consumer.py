@@ -1,0 +1,47 @@
+"""SQS consumer of child messages: does the child's work, then records it in the completion ledger;
+the caller that records the last child finalizes the batch (UpdateFinalStatus), exactly once.
+
+Partial batch responses (ReportBatchItemFailures): a failed child's message alone is retried; after
+the queue's maxReceiveCount it moves to the dead-letter queue, where ``ledger_dlq_recorder`` counts
+it as failed exactly once. A failure is therefore never counted per retry, and a child whose retry
+succeeds is counted as succeeded. The child's work must be idempotent (at-least-once delivery).
+"""
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from fanout_common.ledger_runtime import (
+    ChildMessage,
+    do_child_work,
+    finish,
+    ledger_from_env,
+    logger,
+    metrics,
+)
+
+SOURCE = "sqs"
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def record_handler(record: SQSRecord) -> dict:
+    message = ChildMessage.parse(record.json_body)
+    with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
+        attempt = int(record.attributes.approximate_receive_count or 1) - 1
+        try:
+            do_child_work(message, attempt)
+        except Exception:
+            logger.warning("child work failed", extra={"attempt": attempt + 1}, exc_info=True)
+            raise
+        ledger = ledger_from_env()
+        result = ledger.record_success(
+            message.batch_id, message.child_id, total=message.total, index=message.index
+        )
+        return finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event, context):
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

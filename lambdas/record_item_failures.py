@@ -1,0 +1,32 @@
+"""RecordItemFailures: after a Map child's batch exhausted its retries and went to the DLQ, count
+each of its items as failed in the completion ledger (once; an item that had already succeeded in
+an earlier attempt keeps its success)."""
+
+import functools
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+
+from fanout_common.ledger import Ledger
+
+logger = Logger()
+tracer = Tracer()
+
+
+@functools.cache
+def _ledger() -> Ledger:
+    return Ledger(boto3.client("dynamodb"), os.environ["LEDGER_TABLE_NAME"])
+
+
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def handler(event, context):
+    batch_id = event["batchId"]
+    logger.append_keys(batch_id=batch_id)
+    outcomes = [
+        _ledger().record_failure(batch_id, str(e["index"]), reason=event.get("error") or "failed", decide=False).outcome.value
+        for e in event["items"]
+    ]
+    logger.warning("items dead-lettered", extra={"count": len(outcomes), "error": event.get("error")})
+    return {"recorded": len(outcomes)}

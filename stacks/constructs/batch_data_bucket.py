@@ -1,0 +1,48 @@
+"""The S3 bucket of the Map workflow: item manifests in, ResultWriter output out."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.config import EnvironmentConfig
+from stacks.constructs.functions import removal_policy
+
+MANIFEST_PREFIX = "manifests/"
+RESULTS_PREFIX = "results/"
+
+
+class BatchDataBucket(Construct):
+    """Encrypted (S3-managed), TLS only, no public access, versioned, server access logs to a
+    sibling bucket; manifests and results expire after the environment's retention."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig) -> None:
+        super().__init__(scope, construct_id)
+        days = Duration.days(cfg.map.results_retention_days)
+        common = dict(
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            removal_policy=removal_policy(cfg),
+            auto_delete_objects=False,
+        )
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(max(90, cfg.map.results_retention_days)))],
+            **common,
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="batch-data/",
+            lifecycle_rules=[
+                s3.LifecycleRule(prefix=MANIFEST_PREFIX, expiration=days, noncurrent_version_expiration=Duration.days(1)),
+                s3.LifecycleRule(prefix=RESULTS_PREFIX, expiration=days, noncurrent_version_expiration=Duration.days(1)),
+                s3.LifecycleRule(abort_incomplete_multipart_upload_after=Duration.days(1)),
+            ],
+            **common,
+        )

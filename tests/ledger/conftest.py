@@ -1,0 +1,151 @@
+"""Fixtures of the completion-ledger tests: a DynamoDB emulator over HTTP (moto server on loopback),
+in-process moto for handler tests, and one cdk synth of the ledger stack per session."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto import mock_aws
+from moto.server import ThreadedMotoServer
+
+from tests.ledger.ledger_tables import create_ledger_table, create_status_table
+
+REGION = "eu-west-1"
+
+
+class _SerializedApp:
+    """moto's DynamoDB backend is not thread-safe: TransactWriteItems deep-copies the whole table and
+    restores that copy when the transaction is cancelled, which would erase writes other threads
+    made meanwhile. Real DynamoDB applies each request atomically; serializing request handling
+    inside the server gives the emulator that guarantee. Client-side concurrency (threads, HTTP,
+    connection pools, interleaving between requests) stays real."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        with self.lock:
+            return list(self.app(environ, start_response))
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    server._server.app = _SerializedApp(server._server.app)  # see _SerializedApp
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def http_dynamodb(moto_endpoint: str) -> Any:
+    """A DynamoDB client of the emulator over HTTP, shareable by many threads."""
+    return boto3.client(
+        "dynamodb",
+        region_name=REGION,
+        endpoint_url=moto_endpoint,
+        config=Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 3}),
+    )
+
+
+@pytest.fixture
+def aws() -> Iterator[SimpleNamespace]:
+    """In-process moto with a ledger table and a status table."""
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        yield SimpleNamespace(
+            dynamodb=dynamodb,
+            ledger_table=create_ledger_table(dynamodb, "ledger"),
+            status_table=create_status_table(dynamodb, "status"),
+        )
+
+
+class LambdaContext:
+    function_name = "test-function"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:test-function"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+
+
+class FakeLambdaClient:
+    """Stands in for boto3's Lambda client: Invoke runs UpdateFinalStatus's handler in process
+    (against the moto status table), so finalization is the real code path minus the Lambda service."""
+
+    def __init__(self) -> None:
+        self.invocations: list[dict[str, Any]] = []
+        self.fail_next = 0
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+        import io
+
+        import update_final_status
+
+        event = json.loads(Payload)
+        self.invocations.append(event)
+        if self.fail_next:
+            self.fail_next -= 1
+            return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": io.BytesIO(b'{"errorType": "Boom"}')}
+        update_final_status._dynamodb.cache_clear()
+        result = update_final_status.handler(event, LambdaContext())
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(result).encode())}
+
+
+@pytest.fixture
+def handler_env(aws: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """Environment of the ledger Lambdas, wired to in-process moto and the fake Lambda client."""
+    from fanout_common import ledger_runtime
+
+    fake = FakeLambdaClient()
+    for key, value in {
+        "LEDGER_TABLE_NAME": aws.ledger_table,
+        "LEDGER_FAILURE_THRESHOLD": "0",
+        "LEDGER_TTL_DAYS": "7",
+        "LEDGER_DEADLINE_MINUTES": "60",
+        "FINALIZER_FUNCTION_NAME": "UpdateFinalStatus",
+        "STATUS_TABLE_NAME": aws.status_table,
+        "FANOUT_ENV": "test",
+    }.items():
+        monkeypatch.setenv(key, value)
+    ledger_runtime.dynamodb_client.cache_clear()
+    monkeypatch.setattr(ledger_runtime, "lambda_client", lambda: fake)
+    aws.lambda_client = fake
+    aws.context = LambdaContext()
+    yield aws
+    ledger_runtime.dynamodb_client.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def ledger_synth(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """Synthesize the dev ledger stack once, with the cdk-nag v3 plugin (fails on findings)."""
+    from aws_cdk import App, Environment, Validations
+    from cdk_nag import AwsSolutionsChecks
+
+    from stacks.completion_ledger_stack import CompletionLedgerStack
+    from stacks.config import load_environment, read_cdk_context
+
+    outdir = tmp_path_factory.mktemp("ledger-synth")
+    context = read_cdk_context()
+    cfg = load_environment(context, "dev")
+    app = App(outdir=str(outdir), context=context)
+    stack = CompletionLedgerStack(
+        app, "FanOut-dev-CompletionLedger", cfg=cfg, env=Environment(account=cfg.account, region=cfg.region)
+    )
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    app.synth()
+    template = json.loads((Path(outdir) / f"{stack.stack_name}.template.json").read_text())
+    report = json.loads((Path(outdir) / "validation-report.json").read_text())
+    return SimpleNamespace(template=template, report=report, outdir=Path(outdir), cfg=cfg, stack_name=stack.stack_name)

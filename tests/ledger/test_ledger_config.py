@@ -1,0 +1,53 @@
+"""cdk.json ``ledger`` settings: parsed per environment, every bad field named."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+from stacks.config import ENVIRONMENTS_KEY, ConfigError, read_cdk_context
+from stacks.ledger_config import FIELDS, LedgerSettings, load_ledger_settings
+
+
+@pytest.fixture(scope="module")
+def environments():
+    return read_cdk_context()[ENVIRONMENTS_KEY]
+
+
+def test_dev_and_prod_settings_load(environments):
+    dev = load_ledger_settings(environments["dev"], "dev")
+    prod = load_ledger_settings(environments["prod"], "prod")
+    assert dev == LedgerSettings(10, 0, 7, 60, 3, 10, 100, 3, 1, 5)
+    assert (prod.ttl_days, prod.max_receive_count, prod.kinesis_shard_count) == (30, 5, 2)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("consumerMaxConcurrency", 1, "consumerMaxConcurrency: must be a whole number from 2 to 1000"),
+        ("failureThreshold", -1, "failureThreshold: must be a whole number from 0"),
+        ("batchSize", 11, "batchSize: must be a whole number from 1 to 10"),
+        ("maxReceiveCount", "3", "maxReceiveCount: must be a whole number from 1 to 1000 (SQS redrive"),
+        ("ttlDays", True, "ttlDays: must be a whole number"),
+    ],
+)
+def test_bad_values_name_the_field(environments, field, value, message):
+    env = copy.deepcopy(environments["dev"])
+    env["ledger"][field] = value
+    with pytest.raises(ConfigError, match=re.escape(f"context.fanout:environments.dev.ledger.{message}")):
+        load_ledger_settings(env, "dev")
+
+
+def test_missing_unknown_and_absent_fields(environments):
+    env = copy.deepcopy(environments["dev"])
+    del env["ledger"]["deadlineMinutes"]
+    with pytest.raises(ConfigError, match=r"ledger\.deadlineMinutes: .* got None"):
+        load_ledger_settings(env, "dev")
+    env["ledger"]["deadlineMinutes"] = 5
+    env["ledger"]["shards"] = 4
+    with pytest.raises(ConfigError, match=r"ledger\.shards: unknown setting"):
+        load_ledger_settings(env, "dev")
+    with pytest.raises(ConfigError, match=r"prod\.ledger: missing; must be an object with " + ", ".join(FIELDS)):
+        load_ledger_settings({}, "prod")

@@ -1,0 +1,126 @@
+"""Concurrency: many threads record the children of one batch against a DynamoDB emulator over HTTP.
+
+Every child is delivered twice, the last children finish at the same instant (a Barrier), and the
+round is repeated many times: the batch is decided exactly once, finalized exactly once, and the
+counts are exact. A control test shows the read-add-write counter losing increments under the same
+conditions.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from fanout_common import final_status
+from fanout_common.ledger import Ledger, Outcome
+
+from tests.ledger.ledger_tables import create_ledger_table, create_status_table
+
+ROUNDS = 20
+CHILDREN = 16
+LAST_TOGETHER = 8  # the last 8 children (16 deliveries) are released at the same time
+WORKERS = 2 * LAST_TOGETHER
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="child") as executor:
+        yield executor
+
+
+def _deliver(ledger: Ledger, status_table: str, batch_id: str, index: int, *, with_total: bool, fail: bool,
+             barrier: threading.Barrier | None):
+    if barrier is not None:
+        barrier.wait(timeout=30)
+    child = f"c{index:02d}"
+    total = CHILDREN if with_total else None
+    if fail:
+        result = ledger.record_failure(batch_id, child, total=total, index=index, reason="boom")
+    else:
+        result = ledger.record_success(batch_id, child, total=total, index=index)
+    finalized = None
+    if result.must_finalize:  # the winner's follow-up, as ledger_runtime.finish does it
+        finalized = final_status.record_success(
+            ledger.client, status_table, batch_id=batch_id, execution_arn=f"ledger:race:{child}",
+            ran_tasks=[], now="2024-01-01T00:00:00Z",
+        ).outcome
+        ledger.acknowledge_finish(batch_id, child, f"ledger:race:{child}")
+    return result, finalized
+
+
+def _round(http_dynamodb, pool, round_no: int, *, register: bool, failing: int | None):
+    table = create_ledger_table(http_dynamodb, f"race-{round_no}-{uuid.uuid4().hex[:6]}")
+    status_table = create_status_table(http_dynamodb, f"status-{round_no}-{uuid.uuid4().hex[:6]}")
+    ledger = Ledger(http_dynamodb, table, failure_threshold=0)
+    batch_id = f"batch-{round_no}"
+    if register:
+        assert ledger.register_batch(batch_id, CHILDREN).outcome is Outcome.REGISTERED
+    early = range(CHILDREN - LAST_TOGETHER)
+    last = range(CHILDREN - LAST_TOGETHER, CHILDREN)
+
+    def submit(index, barrier=None):
+        return pool.submit(_deliver, ledger, status_table, batch_id, index, with_total=not register,
+                           fail=index == failing, barrier=barrier)
+
+    results = [f.result() for f in [submit(i) for i in early for _ in range(2)]]
+    barrier = threading.Barrier(2 * LAST_TOGETHER)
+    results += [f.result() for f in [submit(i, barrier) for i in last for _ in range(2)]]
+    return ledger, batch_id, status_table, results
+
+
+@pytest.mark.parametrize("round_no", range(ROUNDS))
+def test_last_children_together_every_child_twice_finalizes_once(http_dynamodb, pool, round_no):
+    # Alternate the two ways a batch starts: registered up front / total in the first message.
+    ledger, batch_id, status_table, results = _round(http_dynamodb, pool, round_no, register=round_no % 2 == 0,
+                                                      failing=None)
+    outcomes = Counter(r.outcome for r, _ in results if not r.resumed)
+    winners = [r for r, _ in results if r.outcome is Outcome.COMPLETED and not r.resumed]
+    assert len(winners) == 1, outcomes
+    assert outcomes[Outcome.COUNTED] + outcomes[Outcome.COMPLETED] == CHILDREN  # each child counted once
+    assert outcomes[Outcome.DUPLICATE] + sum(r.resumed for r, _ in results) == CHILDREN  # 2nd deliveries
+    # Every COMPLETED handed out (the win, and a redelivery of the winner before it acknowledged)
+    # names the same child; UpdateFinalStatus wrote SUCCEEDED exactly once.
+    assert {r.child_id for r, _ in results if r.outcome is Outcome.COMPLETED} == {winners[0].child_id}
+    assert [f for _, f in results if f is not None].count("FINALIZED") == 1
+    batch = ledger.read_batch(batch_id)
+    assert (batch["status"], batch["succeeded"], batch["failed"], batch["done"], batch["total"]) == (
+        "COMPLETED", CHILDREN, 0, CHILDREN, CHILDREN)
+    assert batch["finisherChild"] == winners[0].child_id and "finalizedAt" in batch
+    status = final_status.read_status(http_dynamodb, status_table, batch_id)
+    assert status["status"] == "SUCCEEDED" and status["finalizedBy"] == f"ledger:race:{winners[0].child_id}"
+
+
+@pytest.mark.parametrize("round_no", range(4))
+def test_a_failure_among_the_last_children_fails_the_batch_once(http_dynamodb, pool, round_no):
+    failing = CHILDREN - 1 - round_no  # one of the children released together fails
+    ledger, batch_id, _, results = _round(http_dynamodb, pool, 100 + round_no, register=round_no % 2 == 0,
+                                          failing=failing)
+    won = [r for r, _ in results if r.outcome is Outcome.FAILED_BATCH and not r.resumed]
+    assert len(won) == 1 and won[0].child_id == f"c{failing:02d}"
+    assert not [r for r, _ in results if r.outcome is Outcome.COMPLETED]
+    batch = ledger.read_batch(batch_id)
+    assert batch["status"] == "FAILED" and batch["failed"] == 1
+    counted = sum(1 for r, _ in results if r.outcome in (Outcome.COUNTED, Outcome.FAILED_BATCH) and not r.resumed)
+    assert batch["done"] == batch["succeeded"] + 1 == counted  # nothing counted twice, none lost
+
+
+def test_control_read_add_write_counter_loses_increments(http_dynamodb, pool):
+    """What the ledger replaces: 10 consumers read the counter, add one, write it back."""
+    table = create_status_table(http_dynamodb, f"naive-{uuid.uuid4().hex[:6]}")
+    key = {"batchId": {"S": "naive"}}
+    http_dynamodb.put_item(TableName=table, Item={**key, "done": {"N": "0"}})
+    barrier = threading.Barrier(10)
+
+    def consumer():
+        done = int(http_dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]["done"]["N"])
+        barrier.wait(timeout=30)  # every consumer has read before any writes
+        http_dynamodb.put_item(TableName=table, Item={**key, "done": {"N": str(done + 1)}})
+        return done + 1 == 10  # "I saw the last child finish"
+
+    saw_last = [f.result() for f in [pool.submit(consumer) for _ in range(10)]]
+    final = int(http_dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]["done"]["N"])
+    assert final == 1 and not any(saw_last)  # 9 increments lost; "last child done" never detected
