@@ -6,6 +6,8 @@ What the local run adapts, all here and all visible:
 * Retry waits: by default honoured (really slept, with the jitter the interpreter draws); with
   ``sleep_retries=False`` they are recorded in ``retry_waits`` and not slept, for tests.
 * moto's Step Functions failure logging is silenced (it logs every caught error at length).
+* Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
+  ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
 from fanout.local.adapt import adapt_for_moto
-from fanout.local.moto_fixes import serialized_dynamodb_writes
+from fanout.local.moto_fixes import cached_interpreter_clients, serialized_dynamodb_writes
 from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
 from fanout.local.template import (
     LOCAL_ACCOUNT,
@@ -40,6 +42,9 @@ MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use
 # Per-function identity variables: in AWS each function has its own; in-process they are shared,
 # so they are left to the handlers' defaults rather than set to one function's value.
 PER_FUNCTION_ENV = {"POWERTOOLS_SERVICE_NAME"}
+# Log and trace knobs: a value the local caller set (the demo quiets the logs, tests too) wins
+# over the deployed one.
+CALLER_WINS_ENV = {"POWERTOOLS_LOG_LEVEL", "POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_DEV"}
 QUIET_LOGGERS = ("moto", "moto.stepfunctions", "botocore", "aws_lambda_powertools")
 
 
@@ -123,6 +128,7 @@ class LocalEngine:
         self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
         self._exit.enter_context(routed_lambdas(self.router))
         self._exit.enter_context(serialized_dynamodb_writes())
+        self._exit.enter_context(cached_interpreter_clients())
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
@@ -147,6 +153,8 @@ class LocalEngine:
 
     def _set_env(self, values: Mapping[str, str]) -> None:
         for key, value in values.items():
+            if key in CALLER_WINS_ENV and key in os.environ and key not in self._env_backup:
+                continue
             self._env_backup.setdefault(key, os.environ.get(key))
             os.environ[key] = value
 
