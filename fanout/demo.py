@@ -66,6 +66,7 @@ def run_demo(args: Any) -> int:
     console = Console()
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # keep handler logs out of the view
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")  # no X-Ray daemon locally
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # no EMF lines in the view
     logging.getLogger("aws_lambda_powertools").setLevel(logging.WARNING)
     lambda_faults = [parse_lambda_fault(f) for f in args.lambda_fault or []]
     execution_input = load_input(args.input)

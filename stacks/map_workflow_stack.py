@@ -12,6 +12,7 @@ from stacks.constructs.completion_ledger import CompletionLedger
 from stacks.constructs.dead_letter_queue import TaskDeadLetterQueue
 from stacks.constructs.final_status_store import FinalStatusStore
 from stacks.constructs.functions import KitFunction
+from stacks.constructs.workflow_alarms import WorkflowAlarms
 from stacks.constructs.workflow_state_machine import WorkflowStateMachine
 from stacks.nag_suppressions import acknowledge_map_workflow
 from statemachines.map_workflow import FORMATS, build_map_workflow
@@ -93,6 +94,21 @@ class MapWorkflowStack(Stack):
             comment=f"Distributed Map fan-out ({cfg.name}); finalizes only if every item succeeded",
         )
         self.state_machine = self.workflow.state_machine
+        self.alarms = WorkflowAlarms(
+            self,
+            "Alarms",
+            cfg=cfg,
+            workflow="map",
+            state_machine=self.state_machine,
+            dlq=self.dlq,
+            functions={
+                "PrepareBatch": self.prepare,
+                cfg.map_worker.name: self.worker,
+                "RecordItemFailures": self.record_failures,
+                "DecideBatch": self.decide,
+                "UpdateFinalStatus": store.update_final_status,
+            },
+        )
         acknowledge_map_workflow(
             self, self.state_machine, self.state_machine.role, self.bucket, self.prepare,
             map_labels=[f"ProcessItems{fmt}" for fmt in FORMATS],
@@ -102,3 +118,4 @@ class MapWorkflowStack(Stack):
         CfnOutput(self, "DeadLetterQueueUrl", value=self.dlq.queue_url)
         CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
         CfnOutput(self, "LedgerTableName", value=self.ledger.table.table_name)
+        CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)

@@ -9,6 +9,7 @@ from stacks.config import EnvironmentConfig
 from stacks.constructs.dead_letter_queue import TaskDeadLetterQueue
 from stacks.constructs.final_status_store import FinalStatusStore
 from stacks.constructs.functions import KitFunction
+from stacks.constructs.workflow_alarms import WorkflowAlarms
 from stacks.constructs.workflow_state_machine import WorkflowStateMachine
 from statemachines.parallel_workflow import TaskBinding, build_parallel_workflow
 
@@ -67,6 +68,20 @@ class ParallelWorkflowStack(Stack):
             comment=f"Parallel fan-out of {len(cfg.tasks)} tasks ({cfg.name}); finalizes only if all succeed",
         )
         self.state_machine = self.workflow.state_machine
+        self.alarms = WorkflowAlarms(
+            self,
+            "Alarms",
+            cfg=cfg,
+            workflow="parallel",
+            state_machine=self.state_machine,
+            dlq=self.dlq,
+            functions={
+                "ValidateInput": self.validate_input,
+                **self.task_functions,
+                "UpdateFinalStatus": self.update_final_status,
+            },
+        )
         CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.dlq.queue_url)
         CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
+        CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)

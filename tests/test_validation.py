@@ -57,3 +57,33 @@ def test_a_redrive_may_run_a_subset():
     arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:e1"
     out = validate_batch_input({"batchId": "b", "tasks": {"ChargePayment": {}}, "redriveOf": arn}, TASKS)
     assert out["tasks"] == {"ChargePayment": {}} and out["redriveOf"] == arn
+
+
+def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
+    """The shared task wrapper publishes TaskSucceeded / TaskFailed / TaskRetried (EMF on stdout)."""
+    import json as _json
+
+    from fanout_common import worker
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "Demo")
+    worker.metrics.clear_metrics()
+    capsys.readouterr()
+
+    @worker.task_handler
+    def handler(task):
+        return {"ok": True}
+
+    class Ctx:
+        function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "f", 128, "arn", "r"
+
+    def emitted():
+        lines = [l for l in capsys.readouterr().out.splitlines() if '"_aws"' in l]
+        return {m["Name"] for line in lines for d in _json.loads(line)["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+
+    event = {"batchId": "b", "task": "Demo", "input": {}, "attempt": 1}
+    assert handler(event, Ctx()) == {"ok": True}
+    assert emitted() == {"TaskSucceeded", "TaskRetried"}
+    with pytest.raises(worker.RetryableTaskError):
+        handler({**event, "attempt": 0, "input": {"simulateFailure": {"mode": "permanent"}}}, Ctx())
+    assert emitted() == {"TaskFailed"}

@@ -8,6 +8,14 @@ What the local run adapts, all here and all visible:
 * moto's Step Functions failure logging is silenced (it logs every caught error at length).
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
+
+Server mode (``endpoint_url=``): instead of ``mock_aws`` in this process, the stacks are deployed
+into a ``moto server`` reached over HTTP (``moto.server.ThreadedMotoServer`` started in *this*
+process, since the Lambda routing and the other patches act on moto's classes in-process), so
+tools that talk to "AWS" over the network (the ops CLI) can be tested against it. Every client
+of the engine uses the endpoint; the handlers reach it through ``AWS_ENDPOINT_URL``; moto's Step
+Functions interpreter reaches it through ``MOTO_PORT``; the execution and no-docker Lambda config
+is set with ``POST /moto-api/config`` (and put back on exit).
 """
 
 from __future__ import annotations
@@ -28,7 +36,11 @@ from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
 from fanout.local.adapt import adapt_for_moto
-from fanout.local.moto_fixes import cached_interpreter_clients, serialized_dynamodb_writes
+from fanout.local.moto_fixes import (
+    cached_interpreter_clients,
+    iterative_map_workers,
+    serialized_dynamodb_writes,
+)
 from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
 from fanout.local.template import (
     LOCAL_ACCOUNT,
@@ -44,8 +56,28 @@ MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use
 PER_FUNCTION_ENV = {"POWERTOOLS_SERVICE_NAME"}
 # Log and trace knobs: a value the local caller set (the demo quiets the logs, tests too) wins
 # over the deployed one.
-CALLER_WINS_ENV = {"POWERTOOLS_LOG_LEVEL", "POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_DEV"}
+CALLER_WINS_ENV = {
+    "POWERTOOLS_LOG_LEVEL",
+    "POWERTOOLS_TRACE_DISABLED",
+    "POWERTOOLS_DEV",
+    "POWERTOOLS_METRICS_DISABLED",
+}
 QUIET_LOGGERS = ("moto", "moto.stepfunctions", "botocore", "aws_lambda_powertools")
+
+
+def _clear_handler_client_caches() -> None:
+    """Empty the ``functools.cache`` of every loaded handler module (their cached boto3 clients)."""
+    import sys
+
+    from fanout.local.moto_lambda import LAMBDAS_DIR
+
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.startswith(str(LAMBDAS_DIR)):
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == module.__name__:
+                value.cache_clear()
 
 
 class RetryClock:
@@ -102,6 +134,7 @@ class LocalEngine:
         workflows: tuple[str, ...] = ("parallel",),
         sleep_retries: bool = True,
         quiet: bool = True,
+        endpoint_url: str | None = None,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -118,6 +151,7 @@ class LocalEngine:
         self._env_backup: dict[str, str | None] = {}
         self.adaptations: list[str] = []  # what adapt_for_moto changed, per state
         self._shared_env: dict[str, str] = {}
+        self.endpoint_url = endpoint_url.rstrip("/") if endpoint_url else None
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -125,10 +159,14 @@ class LocalEngine:
             for name in QUIET_LOGGERS:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
         self._set_env({"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region})
-        self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
+        if self.endpoint_url:
+            self._enter_server_mode()
+        else:
+            self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
         self._exit.enter_context(routed_lambdas(self.router))
         self._exit.enter_context(serialized_dynamodb_writes())
         self._exit.enter_context(cached_interpreter_clients())
+        self._exit.enter_context(iterative_map_workers())
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
@@ -149,7 +187,43 @@ class LocalEngine:
                 os.environ[key] = value
 
     def client(self, service: str):
+        if self.endpoint_url:
+            return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url)
         return boto3.client(service, region_name=self.region)
+
+    def _enter_server_mode(self) -> None:
+        """Point the handlers and moto's interpreter at the server; enable execution there."""
+        from urllib.parse import urlsplit
+
+        from moto.core.config import default_user_config
+
+        parts = urlsplit(self.endpoint_url)
+        if parts.hostname not in ("127.0.0.1", "localhost", "::1") or not parts.port:
+            raise ValueError(
+                f"endpoint_url {self.endpoint_url}: server mode needs a moto server started in this "
+                "process on loopback (moto.server.ThreadedMotoServer), with an explicit port"
+            )
+        # moto's interpreter calls http://localhost:$MOTO_PORT when mock_aws is not active.
+        self._set_env({"AWS_ENDPOINT_URL": self.endpoint_url, "MOTO_PORT": str(parts.port)})
+        previous = {key: dict(default_user_config.get(key) or {}) for key in MOTO_CONFIG}
+        self._post_moto_config(MOTO_CONFIG)
+        self._exit.callback(self._post_moto_config, previous)
+        # Handlers cache their boto3 clients (functools.cache); a client made under mock_aws
+        # (or for another endpoint) would not reach this server: start and end with fresh ones.
+        _clear_handler_client_caches()
+        self._exit.callback(_clear_handler_client_caches)
+
+    def _post_moto_config(self, config: Mapping[str, Any]) -> None:
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"{self.endpoint_url}/moto-api/config",
+            data=json.dumps(config).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
 
     def _set_env(self, values: Mapping[str, str]) -> None:
         for key, value in values.items():
@@ -164,9 +238,12 @@ class LocalEngine:
         refs, attrs = local_names(template, self.region)
         for lid in resources_of_type(template, "AWS::SQS::Queue"):
             url = self.sqs.create_queue(QueueName=lid)["QueueUrl"]
-            if url != refs[lid]:
+            # A moto server names queues after its own host; the path (account/name) still
+            # identifies the queue, and the AWS-style URL the definition carries works there too.
+            expected = refs[lid] if not self.endpoint_url else refs[lid].split("amazonaws.com", 1)[1]
+            if not (url == expected or (self.endpoint_url and url.endswith(expected))):
                 raise RuntimeError(f"moto named queue {lid} {url}, expected {refs[lid]}")
-            local.queues[lid] = url
+            local.queues[lid] = refs[lid]
         for lid, res in resources_of_type(template, "AWS::DynamoDB::Table").items():
             self._create_table(lid, res["Properties"])
             local.tables[lid] = lid

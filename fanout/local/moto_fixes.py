@@ -10,6 +10,10 @@
   roll back on failure: O(table size) per transaction, O(N²) for a batch of N children (1,000
   Map items took 52 s here). Under the same lock, the backup is made of the touched items only
   and restored the same way on failure: the same all-or-nothing outcome.
+* The Distributed Map worker (``DistributedItemProcessorWorker._eval_pool``) recurses once per
+  item it processes, so a worker that takes more than ~1,000 items (10,000 items at
+  MaxConcurrency 10) dies with RecursionError. ``iterative_map_workers()`` runs the same steps in
+  a loop.
 """
 
 from __future__ import annotations
@@ -135,3 +139,40 @@ def cached_interpreter_clients() -> Iterator[None]:
     finally:
         for module in patched:
             module.boto_client_for = original
+
+
+def _iterative_eval_pool(self, job, worker_frame) -> None:
+    """moto 5.2.5's DistributedItemProcessorWorker._eval_pool, as a loop instead of recursion."""
+    while True:
+        if job is None:
+            self._env.delete_frame(worker_frame)
+            return
+        job_frame = worker_frame.open_inner_frame()
+        self._eval_job(env=job_frame, job=job)
+        worker_frame.delete_frame(job_frame)
+        if isinstance(job.job_output, Exception) or self.stopped():
+            self._env.delete_frame(worker_frame)
+            self._job_pool.close_job(job)
+            return
+        next_job = self._job_pool.next_job()
+        if next_job is None:
+            self._env.delete_frame(worker_frame)
+            self._job_pool.close_job(job)
+            return
+        self._job_pool.close_job(job)
+        job = next_job
+
+
+@contextmanager
+def iterative_map_workers() -> Iterator[None]:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
+        distributed_item_processor_worker as module,
+    )
+
+    worker = module.DistributedItemProcessorWorker
+    original = worker._eval_pool
+    worker._eval_pool = _iterative_eval_pool
+    try:
+        yield
+    finally:
+        worker._eval_pool = original

@@ -17,13 +17,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
 
 from .errors import NonRetryableTaskError, RetryableTaskError
 
 # Service name comes from POWERTOOLS_SERVICE_NAME, which the stack sets to the task's name.
 logger = Logger()
 tracer = Tracer()
+# Namespace from POWERTOOLS_METRICS_NAMESPACE; the service dimension is the task's name.
+metrics = Metrics()
+SUCCEEDED_METRIC, FAILED_METRIC, RETRIED_METRIC = "TaskSucceeded", "TaskFailed", "TaskRetried"
 
 SIMULATE_KEY = "simulateFailure"
 
@@ -79,16 +83,26 @@ def raise_simulated_failure(event: TaskEvent) -> None:
 
 def task_handler(logic: Callable[[TaskEvent], dict[str, Any]]) -> Callable[[dict, Any], dict]:
     """Turn ``logic(task) -> output`` into a Lambda handler with structured logs (batch id, task
-    id and attempt on every line), X-Ray tracing and the demo's fault switch."""
+    id and attempt on every line), X-Ray tracing, metrics (TaskSucceeded / TaskFailed /
+    TaskRetried, per task) and the demo's fault switch."""
 
     @tracer.capture_lambda_handler
     @logger.inject_lambda_context
+    @metrics.log_metrics
     @functools.wraps(logic)
     def handler(event: dict, context: Any) -> dict[str, Any]:
         task = TaskEvent.parse(event)
         logger.append_keys(batch_id=task.batch_id, task_id=task.task, attempt=task.attempt + 1)
-        raise_simulated_failure(task)
-        output = logic(task)
+        if task.attempt:
+            metrics.add_metric(name=RETRIED_METRIC, unit=MetricUnit.Count, value=1)
+        try:
+            raise_simulated_failure(task)
+            output = logic(task)
+        except Exception as exc:
+            metrics.add_metric(name=FAILED_METRIC, unit=MetricUnit.Count, value=1)
+            logger.warning("task failed", extra={"error": type(exc).__name__})
+            raise
+        metrics.add_metric(name=SUCCEEDED_METRIC, unit=MetricUnit.Count, value=1)
         logger.info("task succeeded")
         return output
 

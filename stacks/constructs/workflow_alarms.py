@@ -1,0 +1,126 @@
+"""Alarms, their SNS topic and a dashboard for one workflow (thresholds from cdk.json)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.config import EnvironmentConfig
+
+
+class WorkflowAlarms(Construct):
+    """DLQ has messages, executions failed, executions timed out, Lambda errors and throttles;
+    every alarm notifies an encrypted, TLS-only SNS topic; one dashboard shows it all."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: EnvironmentConfig,
+        workflow: str,
+        state_machine: sfn.StateMachine,
+        dlq: sqs.Queue,
+        functions: dict[str, lambda_.Function],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        thresholds = cfg.alarms
+        period = Duration.minutes(thresholds.period_minutes)
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name=f"Fan-out kit {workflow} alarms ({cfg.name})",
+            master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
+            enforce_ssl=True,
+        )
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+
+        def alarm(name: str, metric: cloudwatch.IMetric, threshold: int, description: str) -> None:
+            created = metric.create_alarm(
+                self,
+                name,
+                alarm_description=f"{description} ({workflow}, {cfg.name})",
+                threshold=threshold,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            created.add_alarm_action(actions.SnsAction(self.topic))
+            self.alarms[name] = created
+
+        alarm(
+            "DeadLetterQueueHasMessages",
+            dlq.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum"),
+            thresholds.dlq_visible_messages,
+            "Tasks were dead-lettered: inspect with `fanout dlq list`, fix, `fanout dlq redrive`",
+        )
+        alarm(
+            "ExecutionsFailed",
+            state_machine.metric_failed(period=period, statistic="Sum"),
+            thresholds.executions_failed,
+            "Executions ended FAILED (a batch failed, or bad input)",
+        )
+        alarm(
+            "ExecutionsTimedOut",
+            state_machine.metric_timed_out(period=period, statistic="Sum"),
+            thresholds.executions_timed_out,
+            "Executions hit the state machine timeout",
+        )
+        for name, fn in functions.items():
+            alarm(
+                f"{name}Errors",
+                fn.metric_errors(period=period, statistic="Sum"),
+                thresholds.lambda_errors,
+                f"{name} Lambda errors (retried tasks count here too)",
+            )
+            alarm(
+                f"{name}Throttles",
+                fn.metric_throttles(period=period, statistic="Sum"),
+                thresholds.lambda_throttles,
+                f"{name} Lambda throttles",
+            )
+
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            default_interval=Duration.hours(3),
+            widgets=[
+                [
+                    cloudwatch.GraphWidget(
+                        title="Executions",
+                        left=[
+                            state_machine.metric_started(period=period),
+                            state_machine.metric_succeeded(period=period),
+                            state_machine.metric_failed(period=period),
+                            state_machine.metric_timed_out(period=period),
+                        ],
+                        width=12,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="Dead-letter queue depth",
+                        left=[dlq.metric_approximate_number_of_messages_visible(period=period)],
+                        width=12,
+                    ),
+                ],
+                [
+                    cloudwatch.GraphWidget(
+                        title="Lambda errors",
+                        left=[fn.metric_errors(period=period, label=n) for n, fn in functions.items()],
+                        width=12,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="Lambda throttles",
+                        left=[fn.metric_throttles(period=period, label=n) for n, fn in functions.items()],
+                        width=12,
+                    ),
+                ],
+                [cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24)],
+            ],
+        )

@@ -1,0 +1,108 @@
+"""The local engine's definition adaptations and emulator fixes are visible, exact and tested."""
+
+import threading
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from fanout.local.adapt import adapt_for_moto
+from fanout.local.moto_fixes import serialized_dynamodb_writes
+
+MAP = {
+    "StartAt": "M",
+    "States": {
+        "M": {
+            "Type": "Map",
+            "ItemSelector": {"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"},
+            "ItemBatcher": {"MaxItemsPerBatch": 20, "BatchInput": {"batchId.$": "$.batchId"}},
+            "ToleratedFailurePercentage": 100,
+            "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"},
+                              "StartAt": "T", "States": {"T": {"Type": "Pass", "End": True}}},
+            "End": True,
+        }
+    },
+}
+
+
+def test_map_adaptations_keep_the_child_input_shape():
+    adapted, notes = adapt_for_moto(MAP)
+    state = adapted["States"]["M"]
+    assert "ItemBatcher" not in state
+    # the child still receives {"Items": [...selected...], "BatchInput": {...}}: a batch of one
+    assert state["ItemSelector"] == {
+        "Items": [{"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"}],
+        "BatchInput": {"batchId.$": "$.batchId"},
+    }
+    assert state["ItemProcessor"]["ProcessorConfig"]["ExecutionType"] == "STANDARD"
+    assert state["ToleratedFailurePercentage"] == 100.0 and isinstance(state["ToleratedFailurePercentage"], float)
+    assert len(notes) == 3 and all(n.startswith("M: ") for n in notes)
+    assert MAP["States"]["M"]["ItemBatcher"]["MaxItemsPerBatch"] == 20  # input not mutated
+
+
+def test_a_definition_without_map_is_untouched():
+    parallel = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+    assert adapt_for_moto(parallel) == (parallel, [])
+
+
+@pytest.fixture
+def table():
+    with mock_aws(), serialized_dynamodb_writes():
+        client = boto3.client("dynamodb", region_name="eu-west-1")
+        client.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
+
+
+def _count(client, child):
+    client.transact_write_items(TransactItems=[
+        {"Put": {"TableName": "t", "Item": {"pk": {"S": "b"}, "sk": {"S": f"c#{child}"}},
+                 "ConditionExpression": "attribute_not_exists(sk)"}},
+        {"Update": {"TableName": "t", "Key": {"pk": {"S": "b"}, "sk": {"S": "#meta"}},
+                    "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}},
+    ])
+
+
+def test_concurrent_transactions_lose_no_increment(table):
+    threads = [threading.Thread(target=_count, args=(table, i)) for i in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    item = table.get_item(TableName="t", Key={"pk": {"S": "b"}, "sk": {"S": "#meta"}})["Item"]
+    assert item["n"] == {"N": "60"}
+
+
+def test_a_cancelled_transaction_leaves_nothing_behind(table):
+    _count(table, 1)
+    with pytest.raises(table.exceptions.TransactionCanceledException):
+        table.transact_write_items(TransactItems=[
+            {"Update": {"TableName": "t", "Key": {"pk": {"S": "b"}, "sk": {"S": "#meta"}},
+                        "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}},
+            {"Put": {"TableName": "t", "Item": {"pk": {"S": "b"}, "sk": {"S": "new"}}}},
+            {"Put": {"TableName": "t", "Item": {"pk": {"S": "b"}, "sk": {"S": "c#1"}},
+                     "ConditionExpression": "attribute_not_exists(sk)"}},  # fails: already there
+        ])
+    items = {i["sk"]["S"]: i for i in table.scan(TableName="t")["Items"]}
+    assert sorted(items) == ["#meta", "c#1"]  # the Put of "new" was rolled back
+    assert items["#meta"]["n"] == {"N": "1"}  # the ADD was rolled back
+
+
+def test_iterative_map_worker_replaces_the_recursive_one_and_is_restored():
+    import inspect
+
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
+        distributed_item_processor_worker as module,
+    )
+
+    from fanout.local.moto_fixes import _iterative_eval_pool, iterative_map_workers
+
+    original = module.DistributedItemProcessorWorker._eval_pool
+    assert "self._eval_pool(job=next_job" in inspect.getsource(original)  # the recursion we replace
+    with iterative_map_workers():
+        assert module.DistributedItemProcessorWorker._eval_pool is _iterative_eval_pool
+    assert module.DistributedItemProcessorWorker._eval_pool is original

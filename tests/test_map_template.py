@@ -1,0 +1,147 @@
+"""Assertions on the synthesized Distributed Map workflow: map configuration per environment,
+per-item Retry/Catch/DLQ, the ledger verdict graph, storage settings and the IAM the Distributed
+Map needs (a known CDK trap)."""
+
+import pytest
+
+from fanout.local.template import resources_of_type
+from lambdas.fanout_common import errors
+from stacks.config import load_environment, read_cdk_context
+from statemachines import asl_graph
+from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
+from tests.conftest import ENVIRONMENTS
+from tests.templates import only_definition, role_statements
+
+CONTEXT = read_cdk_context()
+
+
+@pytest.fixture(params=ENVIRONMENTS)
+def env(request, synthesized):
+    app = synthesized(request.param)
+    template = app.template("map")
+    return load_environment(CONTEXT, request.param), template, only_definition(template)
+
+
+def _maps(asl):
+    return {n: s for n, s in asl["States"].items() if s["Type"] == "Map"}
+
+
+def test_distributed_map_settings_come_from_the_environment(env):
+    cfg, template, asl = env
+    (bucket_id,) = [lid for lid, r in resources_of_type(template, "AWS::S3::Bucket").items() if "AccessLogs" not in lid]
+    maps = _maps(asl)
+    assert sorted(maps) == ["ProcessItems CSV", "ProcessItems JSON"]
+    for name, state in maps.items():
+        fmt = name.split()[-1]
+        assert state["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": cfg.map.child_execution_type}
+        assert state["MaxConcurrency"] == cfg.map.max_concurrency
+        assert state["ItemBatcher"]["MaxItemsPerBatch"] == cfg.map.items_per_batch
+        assert state["ItemBatcher"]["BatchInput"] == {"batchId.$": "$.batchId", "executionArn.$": "$$.Execution.Id"}
+        assert state["ToleratedFailurePercentage"] == 100  # a failure never aborts siblings
+        assert state["ItemReader"]["ReaderConfig"]["InputType"] == fmt
+        assert state["ItemReader"]["Parameters"]["Key.$"] == "$.manifest.key"
+        assert state["ItemSelector"] == {"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"}
+        assert state["ResultWriter"]["Parameters"]["Prefix"] == "results"
+        assert state["ResultPath"] == "$.mapRun" and state["Next"] == "DecideBatch"
+    assert maps["ProcessItems CSV"]["ItemReader"]["ReaderConfig"]["CSVHeaderLocation"] == "FIRST_ROW"
+
+
+def test_environments_differ_in_map_scale(synthesized):
+    dev = _maps(only_definition(synthesized("dev").template("map")))["ProcessItems JSON"]
+    prod = _maps(only_definition(synthesized("prod").template("map")))["ProcessItems JSON"]
+    assert dev["MaxConcurrency"] < prod["MaxConcurrency"]
+    assert dev["ItemBatcher"]["MaxItemsPerBatch"] < prod["ItemBatcher"]["MaxItemsPerBatch"]
+
+
+def test_each_item_batch_has_retry_catch_dlq_and_failure_count(env):
+    cfg, _, asl = env
+    for name, state in _maps(asl).items():
+        fmt = name.split()[-1]
+        child = state["ItemProcessor"]
+        process = child["States"][child["StartAt"]]
+        assert process["Resource"] == "arn:aws:states:::lambda:invoke"
+        assert process["Retry"] == [
+            {"ErrorEquals": [errors.NON_RETRYABLE], "MaxAttempts": 0},
+            cfg.map_worker.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
+            cfg.map_worker.retryable.to_asl([errors.RETRYABLE]),
+        ]
+        assert process["Catch"][0]["ErrorEquals"] == ["States.ALL"]
+        dlq = child["States"][process["Catch"][0]["Next"]]
+        assert dlq["Resource"] == "arn:aws:states:::sqs:sendMessage"
+        assert dlq["Parameters"]["MessageBody"]["items.$"] == "$.Items"
+        assert dlq["Next"] == f"RecordItemFailures ({fmt})"
+        assert dlq["Catch"][0]["Next"] == f"RecordItemFailures ({fmt})"  # counted even if DLQ is down
+        assert child["States"][f"RecordItemFailures ({fmt})"]["End"] is True
+
+
+def test_final_status_only_on_a_completed_ledger_verdict(env):
+    _, _, asl = env
+    top = asl["States"]
+    into = [(n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus"]
+    assert into == [("AllItemsSucceeded?", "choice0")]
+    assert top["AllItemsSucceeded?"]["Choices"][0] == {
+        "Variable": "$.ledger.verdict", "StringEquals": "COMPLETED", "Next": "UpdateFinalStatus",
+    }
+    assert top["AllItemsSucceeded?"]["Default"] == "RecordBatchFailure"
+    failure = asl_graph.reachable(asl, "AllItemsSucceeded?", skip_edges={("AllItemsSucceeded?", "choice0")})
+    assert "UpdateFinalStatus" not in failure and "BatchFailed" in failure
+    assert all("Catch" not in s for s in _maps(asl).values())  # nothing routes around DecideBatch
+
+
+def test_state_machine_iam_covers_the_distributed_map(env):
+    _, template, _ = env
+    (sm_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
+    role_id = template["Resources"][sm_id]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    statements = role_statements(template, role_id)
+
+    def granted(action):
+        return [s for s in statements if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
+
+    (start,) = granted("states:StartExecution")
+    assert start["Resource"] == {"Ref": sm_id}  # child executions of itself
+    (describe,) = granted("states:DescribeExecution")
+    assert "states:StopExecution" in describe["Action"]
+    (redrive,) = granted("states:RedriveExecution")
+    labels = sorted(str(r["Fn::Join"][1][-1]) for r in redrive["Resource"])
+    assert labels == ["/ProcessItemsCSV:*", "/ProcessItemsJSON:*"]
+    (s3_rw,) = granted("s3:GetObject")
+    assert {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"} == set(s3_rw["Action"])
+    assert granted("sqs:SendMessage") and granted("dynamodb:UpdateItem") and granted("lambda:InvokeFunction")
+    assert not [s for s in statements if "*" in (s["Action"] if isinstance(s["Action"], str) else "".join(s["Action"]))]
+
+
+def test_function_grants_are_narrow(env):
+    _, template, _ = env
+    by_service = {
+        fn["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: fn
+        for fn in resources_of_type(template, "AWS::Lambda::Function").values()
+    }
+    ledger_id = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("Ledger")][0]
+    for service in ("PrepareBatch", "ProcessItem", "RecordItemFailures", "DecideBatch"):
+        role = by_service[service]["Properties"]["Role"]["Fn::GetAtt"][0]
+        actions = sorted({a for s in role_statements(template, role) for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])})
+        ddb = [a for a in actions if a.startswith("dynamodb:")]
+        expected = ["dynamodb:PutItem", "dynamodb:UpdateItem"] + (["dynamodb:GetItem"] if service == "DecideBatch" else [])
+        assert ddb == sorted(expected), service
+        s3_actions = [a for a in actions if a.startswith("s3:")]
+        assert s3_actions == (["s3:GetObject", "s3:PutObject"] if service == "PrepareBatch" else []), service
+        for s in role_statements(template, role):
+            if any(a.startswith("dynamodb:") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])):
+                assert s["Resource"] == {"Fn::GetAtt": [ledger_id, "Arn"]}
+
+
+def test_batch_data_bucket_is_private_encrypted_tls_only_and_expires(env):
+    cfg, template, _ = env
+    buckets = resources_of_type(template, "AWS::S3::Bucket")
+    (data_id,) = [lid for lid in buckets if "AccessLogs" not in lid]
+    props = buckets[data_id]["Properties"]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+    }
+    rules = {r.get("Prefix"): r for r in props["LifecycleConfiguration"]["Rules"]}
+    assert rules["manifests/"]["ExpirationInDays"] == rules["results/"]["ExpirationInDays"] == cfg.map.results_retention_days
+    assert "LoggingConfiguration" in props
+    policies = [p for p in resources_of_type(template, "AWS::S3::BucketPolicy").values() if p["Properties"]["Bucket"] == {"Ref": data_id}]
+    (policy,) = policies
+    assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in policy["Properties"]["PolicyDocument"]["Statement"])
