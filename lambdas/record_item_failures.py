@@ -2,21 +2,12 @@
 each of its items as failed in the completion ledger (once; an item that had already succeeded in
 an earlier attempt keeps its success)."""
 
-import functools
-import os
-
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 
-from fanout_common.ledger import Ledger
+from fanout_common.ledger_runtime import ledger_from_env
 
 logger = Logger()
 tracer = Tracer()
-
-
-@functools.cache
-def _ledger() -> Ledger:
-    return Ledger(boto3.client("dynamodb"), os.environ["LEDGER_TABLE_NAME"])
 
 
 @tracer.capture_lambda_handler
@@ -24,9 +15,18 @@ def _ledger() -> Ledger:
 def handler(event, context):
     batch_id = event["batchId"]
     logger.append_keys(batch_id=batch_id)
+    ledger = ledger_from_env()
     outcomes = [
-        _ledger().record_failure(batch_id, str(e["index"]), reason=event.get("error") or "failed", decide=False).outcome.value
+        ledger.record_failure(
+            batch_id,
+            str(e["index"]),
+            reason=event.get("error") or "failed",
+            decide=False,
+        ).outcome.value
         for e in event["items"]
     ]
-    logger.warning("items dead-lettered", extra={"count": len(outcomes), "error": event.get("error")})
+    logger.warning(
+        "items dead-lettered",
+        extra={"count": len(outcomes), "error": event.get("error")},
+    )
     return {"recorded": len(outcomes)}

@@ -154,7 +154,7 @@ def to_svg(asl: dict[str, Any], title: str) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0f}" height="{h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" font-family="Helvetica, Arial, sans-serif" font-size="12">',
         "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#475569\"/></marker>"
         "<style>.frame{font-weight:bold;fill:#334155}.edge{font-size:10px;fill:#64748b}</style></defs>",
-        f'<rect width="100%" height="100%" fill="#ffffff"/>',
+        '<rect width="100%" height="100%" fill="#ffffff"/>',
         f'<text x="{margin}" y="{margin + 4}" font-size="14" font-weight="bold">{escape(title)}</text>',
     ]
     _draw(lay, margin, margin + 30, out)

@@ -25,19 +25,15 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from lambdas.fanout_common.final_status import (
-    FAILED,
-    FAILURE_CONDITION_EXPRESSION,
-    FAILURE_EXPRESSION_NAMES,
     MAP_FAILURE_UPDATE_EXPRESSION,
 )
 from stacks.config import EnvironmentConfig
 from stacks.constructs.batch_data_bucket import RESULTS_PREFIX
 from statemachines.retry_policy import (
-    DYNAMODB_TRANSIENT_ERRORS,
     LAMBDA_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
 )
-from statemachines.states import add_task_retries, invoke, retry_props
+from statemachines.states import add_task_retries, finalize_or_fail, invoke, retry_props
 
 COMPLETED = "COMPLETED"
 FORMATS = ("JSON", "CSV")
@@ -187,55 +183,30 @@ def build_map_workflow(
     for dmap in maps.values():
         dmap.next(decide_state)
 
-    update = invoke(
+    update, record_failure = finalize_or_fail(
         scope,
-        "UpdateFinalStatus",
-        update_final_status,
-        {"batchId.$": "$.batchId", "executionArn.$": "$$.Execution.Id", "results": {}},
-        comment="Writes SUCCEEDED exactly once (conditional write); reached only if all succeeded",
-        result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
-        result_path="$.finalStatus",
-    )
-    update.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
-
-    batch_failed = sfn.Fail(
-        scope,
-        "BatchFailed",
-        error="BatchFailed",
-        cause_path=sfn.JsonPath.format(
-            "{} of {} items failed after their retries and went to the dead-letter queue; "
-            "{} not accounted for",
-            sfn.JsonPath.string_at("$.ledger.failed"),
-            sfn.JsonPath.string_at("$.ledger.total"),
-            sfn.JsonPath.string_at("$.ledger.unaccounted"),
-        ),
-    )
-    record_failure = tasks.DynamoUpdateItem(
-        scope,
-        "RecordBatchFailure",
-        comment="Records FAILED with the counts; never overwrites a SUCCEEDED batch",
-        table=status_table,
-        key={"batchId": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.batchId"))},
-        update_expression=MAP_FAILURE_UPDATE_EXPRESSION,
-        condition_expression=FAILURE_CONDITION_EXPRESSION,
-        expression_attribute_names=FAILURE_EXPRESSION_NAMES,
-        expression_attribute_values={
-            ":failed": tasks.DynamoAttributeValue.from_string(FAILED),
+        cfg=cfg,
+        update_final_status=update_final_status,
+        update_payload={"batchId.$": "$.batchId", "executionArn.$": "$$.Execution.Id", "results": {}},
+        status_table=status_table,
+        failure_update_expression=MAP_FAILURE_UPDATE_EXPRESSION,
+        failure_values={
             ":failedItems": tasks.DynamoAttributeValue.number_from_string(
                 sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.ledger.failed"))
             ),
             ":totalItems": tasks.DynamoAttributeValue.number_from_string(
                 sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.ledger.total"))
             ),
-            ":executionArn": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.Execution.Id")),
-            ":updatedAt": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
-            ":one": tasks.DynamoAttributeValue.from_number(1),
         },
-        result_path=sfn.JsonPath.DISCARD,
+        failure_cause_path=sfn.JsonPath.format(
+            "{} of {} items failed after their retries and went to the dead-letter queue; "
+            "{} not accounted for",
+            sfn.JsonPath.string_at("$.ledger.failed"),
+            sfn.JsonPath.string_at("$.ledger.total"),
+            sfn.JsonPath.string_at("$.ledger.unaccounted"),
+        ),
+        failure_comment="Records FAILED with the counts; never overwrites a SUCCEEDED batch",
     )
-    record_failure.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
-    record_failure.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path="$.recordFailure")
-    record_failure.next(batch_failed)
 
     decide_state.next(
         sfn.Choice(scope, "AllItemsSucceeded?")

@@ -28,18 +28,15 @@ from constructs import Construct
 
 from lambdas.fanout_common.final_status import (
     FAILED,
-    FAILURE_CONDITION_EXPRESSION,
-    FAILURE_EXPRESSION_NAMES,
     FAILURE_UPDATE_EXPRESSION,
     SUCCEEDED,
 )
 from stacks.config import EnvironmentConfig, TaskSpec
 from statemachines.retry_policy import (
-    DYNAMODB_TRANSIENT_ERRORS,
     LAMBDA_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
 )
-from statemachines.states import add_task_retries, invoke, retry_props
+from statemachines.states import add_task_retries, finalize_or_fail, invoke, retry_props
 
 SKIPPED = "SKIPPED"
 FAILURES_PATH = "$.outcome.failedTasks"
@@ -160,65 +157,29 @@ def build_parallel_workflow(
     for binding in bindings:
         parallel.branch(_branch(scope, binding, cfg, dlq))
 
-    update = invoke(
+    update, record_failure = finalize_or_fail(
         scope,
-        "UpdateFinalStatus",
-        update_final_status,
-        {
+        cfg=cfg,
+        update_final_status=update_final_status,
+        update_payload={
             "batchId.$": "$.batchId",
             "executionArn.$": "$$.Execution.Id",
             "redriveOf.$": "$.redriveOf",
             "results.$": "$.outcome.byTask",
         },
-        comment="Writes SUCCEEDED exactly once (conditional write); reached only if all succeeded",
-        result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
-        result_path="$.finalStatus",
-    )
-    update.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
-
-    batch_failed = sfn.Fail(
-        scope,
-        "BatchFailed",
-        error="BatchFailed",
-        cause_path=sfn.JsonPath.format(
+        status_table=status_table,
+        failure_update_expression=FAILURE_UPDATE_EXPRESSION,
+        failure_values={
+            ":failedTasks": tasks.DynamoAttributeValue.from_string_set(sfn.JsonPath.list_at(FAILURES_PATH)),
+        },
+        failure_cause_path=sfn.JsonPath.format(
             "{} of {} tasks failed after their retries and went to the dead-letter queue: {}",
             sfn.JsonPath.array_length(sfn.JsonPath.list_at(FAILURES_PATH)),
             str(len(bindings)),
             sfn.JsonPath.json_to_string(sfn.JsonPath.list_at(FAILURES_PATH)),
         ),
+        failure_comment="Records FAILED with the failed tasks; never overwrites a SUCCEEDED batch",
     )
-    record_failure = tasks.DynamoUpdateItem(
-        scope,
-        "RecordBatchFailure",
-        comment="Records FAILED with the failed tasks; never overwrites a SUCCEEDED batch",
-        table=status_table,
-        key={"batchId": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.batchId"))},
-        update_expression=FAILURE_UPDATE_EXPRESSION,
-        condition_expression=FAILURE_CONDITION_EXPRESSION,
-        expression_attribute_names=FAILURE_EXPRESSION_NAMES,
-        expression_attribute_values={
-            ":failed": tasks.DynamoAttributeValue.from_string(FAILED),
-            ":failedTasks": tasks.DynamoAttributeValue.from_string_set(
-                sfn.JsonPath.list_at(FAILURES_PATH)
-            ),
-            ":executionArn": tasks.DynamoAttributeValue.from_string(
-                sfn.JsonPath.string_at("$$.Execution.Id")
-            ),
-            ":updatedAt": tasks.DynamoAttributeValue.from_string(
-                sfn.JsonPath.string_at("$$.State.EnteredTime")
-            ),
-            ":one": tasks.DynamoAttributeValue.from_number(1),
-        },
-        result_path=sfn.JsonPath.DISCARD,
-    )
-    record_failure.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
-    # The batch already SUCCEEDED (another run finalized it): keep that record, still fail this run.
-    record_failure.add_catch(
-        batch_failed,
-        errors=["DynamoDB.ConditionalCheckFailedException"],
-        result_path="$.recordFailure",
-    )
-    record_failure.next(batch_failed)
 
     all_succeeded = sfn.Condition.and_(
         *[

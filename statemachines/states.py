@@ -16,7 +16,9 @@ from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, RetrySettings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stacks.config import TaskSpec
+    from aws_cdk import aws_dynamodb as dynamodb
+
+    from stacks.config import EnvironmentConfig, TaskSpec
 
 
 def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
@@ -52,3 +54,61 @@ def add_task_retries(task: sfn.TaskStateBase, spec: "TaskSpec") -> None:
     task.add_retry(errors=[errors.NON_RETRYABLE], max_attempts=0)
     task.add_retry(**retry_props(spec.transient, LAMBDA_TRANSIENT_ERRORS))
     task.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE]))
+
+
+def finalize_or_fail(
+    scope: Construct,
+    *,
+    cfg: "EnvironmentConfig",
+    update_final_status: lambda_.IFunction,
+    update_payload: dict,
+    status_table: "dynamodb.ITable",
+    failure_update_expression: str,
+    failure_values: dict[str, tasks.DynamoAttributeValue],
+    failure_cause_path: str,
+    failure_comment: str,
+) -> tuple[tasks.LambdaInvoke, tasks.DynamoUpdateItem]:
+    """The two ends of a workflow: UpdateFinalStatus (SUCCEEDED exactly once) and
+    RecordBatchFailure -> BatchFailed (FAILED recorded, never over a SUCCEEDED batch; the
+    execution then fails with ``BatchFailed`` and the given cause). Returns (update, record)."""
+    from lambdas.fanout_common.final_status import (
+        FAILED,
+        FAILURE_CONDITION_EXPRESSION,
+        FAILURE_EXPRESSION_NAMES,
+    )
+    from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS
+
+    update = invoke(
+        scope,
+        "UpdateFinalStatus",
+        update_final_status,
+        update_payload,
+        comment="Writes SUCCEEDED exactly once (conditional write); reached only if all succeeded",
+        result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
+        result_path="$.finalStatus",
+    )
+    update.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    batch_failed = sfn.Fail(scope, "BatchFailed", error="BatchFailed", cause_path=failure_cause_path)
+    record = tasks.DynamoUpdateItem(
+        scope,
+        "RecordBatchFailure",
+        comment=failure_comment,
+        table=status_table,
+        key={"batchId": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.batchId"))},
+        update_expression=failure_update_expression,
+        condition_expression=FAILURE_CONDITION_EXPRESSION,
+        expression_attribute_names=FAILURE_EXPRESSION_NAMES,
+        expression_attribute_values={
+            ":failed": tasks.DynamoAttributeValue.from_string(FAILED),
+            **failure_values,
+            ":executionArn": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.Execution.Id")),
+            ":updatedAt": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
+            ":one": tasks.DynamoAttributeValue.from_number(1),
+        },
+        result_path=sfn.JsonPath.DISCARD,
+    )
+    record.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
+    # The batch already SUCCEEDED (another run finalized it): keep that record, still fail this run.
+    record.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path="$.recordFailure")
+    record.next(batch_failed)
+    return update, record
