@@ -1,0 +1,157 @@
+"""The completion ledger's SQS path end to end on moto (``fanout.ledger_demo``): the synthesized dev
+ledger stack, the real consumer / DLQ recorder / UpdateFinalStatus handlers in-process, local
+pollers standing in for the SQS event source mappings.
+
+Assertions read the emulated DynamoDB tables and SQS queues and the Lambda router's invocation
+records (inside the engine, through ``on_engine``), never printed text; except the last test,
+which checks that the command line prints the outcome.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from fanout import ledger_demo
+from lambdas.fanout_common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
+from lambdas.fanout_common.final_status import read_status
+
+# Invocations that decide nothing emit no metric; Powertools warns about each.
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
+
+
+@pytest.fixture(autouse=True)
+def _restore_metrics_dimensions():
+    """The in-process handlers share one Powertools Metrics object with the other ledger tests:
+    put its default dimensions (the winner sets ``environment``) back as they were."""
+    from fanout_common.ledger_runtime import metrics
+
+    before = dict(metrics.default_dimensions)
+    yield
+    metrics.clear_default_dimensions()
+    if before:
+        metrics.set_default_dimensions(**before)
+
+
+def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False):
+    """Run the demo; returns its facts plus what the emulated services held at the end."""
+    seen = SimpleNamespace()
+
+    def inspect(engine):
+        stack = engine.stacks["ledger"]
+        ledger_table = stack.setting("LEDGER_TABLE_NAME")
+        item = engine.dynamodb.get_item(TableName=ledger_table, Key=batch_key(batch_id), ConsistentRead=True)
+        seen.batch = plain(item.get("Item"))
+        children_items = engine.dynamodb.query(
+            TableName=ledger_table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :child)",
+            ExpressionAttributeValues={":pk": {"S": BATCH_PREFIX + batch_id}, ":child": {"S": CHILD_PREFIX}},
+            ConsistentRead=True,
+        )["Items"]
+        seen.children = {plain(i)["sk"][len(CHILD_PREFIX):]: plain(i) for i in children_items}
+        seen.status = read_status(engine.dynamodb, stack.setting("STATUS_TABLE_NAME"), batch_id)
+        finalizer = stack.setting("FINALIZER_FUNCTION_NAME")
+        seen.finalizer_events = [r.event for r in engine.router.invocations if r.function == finalizer]
+        seen.count = engine.router.count
+        seen.depth = {
+            lid: sum(int(v) for v in engine.sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+            )["Attributes"].values())
+            for lid, url in stack.queues.items()
+        }
+        seen.redrive = json.loads(engine.sqs.get_queue_attributes(
+            QueueUrl=stack.queues[[q for q in stack.queues if q.startswith("ChildQueue")][0]],
+            AttributeNames=["RedrivePolicy"],
+        )["Attributes"]["RedrivePolicy"])
+
+    facts = ledger_demo.run_ledger_demo(
+        app,
+        children=children,
+        fail=list(fail),
+        concurrency=concurrency,
+        duplicate=duplicate,
+        console=Console(file=io.StringIO(), width=120),
+        batch_id=batch_id,
+        on_engine=inspect,
+    )
+    assert not facts["timed_out"]
+    return facts, seen
+
+
+def test_all_children_succeed_then_final_status_once(dev_app):
+    facts, seen = run(dev_app, "sqs-happy", children=25, concurrency=10)
+    assert seen.batch["status"] == "COMPLETED"
+    assert (seen.batch["total"], seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (25, 25, 0, 25)
+    assert sorted(seen.children, key=int) == [str(i) for i in range(25)]
+    assert {c["outcome"] for c in seen.children.values()} == {"SUCCEEDED"}
+    # the winner finalized exactly once, and acknowledged it
+    ids = facts["function_ids"]
+    assert seen.count(ids["update_final_status"]) == 1
+    (event,) = seen.finalizer_events
+    assert event["batchId"] == "sqs-happy" and event["executionArn"] == seen.batch["finishedBy"]
+    assert seen.batch["finishedBy"].startswith("ledger:sqs:") and "finalizedAt" in seen.batch
+    assert seen.status["status"] == "SUCCEEDED" and seen.status["finalizedBy"] == seen.batch["finishedBy"]
+    # every message consumed once (25 messages in batches of at most 10), nothing dead-lettered
+    assert seen.count(ids["consumer"]) >= 3 and seen.count(ids["dlq_recorder"]) == 0
+    assert all(n == 1 for n in facts["deliveries"].values()) and len(facts["deliveries"]) == 25
+    assert set(seen.depth.values()) == {0}
+    assert facts["dlq_messages_left"] == [] and facts["source_messages_left"] == 0
+    assert facts["ledger_status"] == "COMPLETED" and facts["update_final_status_invocations"] == 1
+    assert facts["batch_size"] == 10 and facts["max_receive_count"] == seen.redrive["maxReceiveCount"] == 3
+
+
+def test_duplicate_delivery_is_not_double_counted(dev_app):
+    facts, seen = run(dev_app, "sqs-dupes", children=20, concurrency=10, duplicate=True)
+    assert facts["sent"] == 40
+    assert all(n == 2 for n in facts["deliveries"].values()) and len(facts["deliveries"]) == 20
+    assert seen.batch["status"] == "COMPLETED"
+    assert (seen.batch["total"], seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (20, 20, 0, 20)
+    assert len(seen.children) == 20
+    # Only the winner may finalize; a copy of the winning child redelivered before the winner
+    # acknowledged may repeat the (idempotent) call, never another child.
+    assert seen.count(facts["function_ids"]["update_final_status"]) >= 1
+    assert {e["executionArn"] for e in seen.finalizer_events} == {seen.batch["finishedBy"]}
+    assert seen.status["status"] == "SUCCEEDED" and seen.status["finalizedBy"] == seen.batch["finishedBy"]
+    assert set(seen.depth.values()) == {0}
+
+
+def test_a_failing_child_is_retried_dead_lettered_and_fails_the_batch_once(dev_app):
+    facts, seen = run(dev_app, "sqs-doomed", children=25, fail=[3], concurrency=10, duplicate=True)
+    max_receive = seen.redrive["maxReceiveCount"]
+    # each copy of child 3 was delivered maxReceiveCount times, then moved to the DLQ by SQS
+    assert facts["deliveries"][3] == 2 * max_receive
+    assert facts["receive_counts"][3] == max_receive
+    assert facts["dead_lettered"] == [3]
+    assert seen.count(facts["function_ids"]["dlq_recorder"]) >= 1
+    # counted failed once, by the DLQ recorder; the others succeeded once
+    assert seen.children["3"]["outcome"] == "FAILED" and "dead-lettered" in seen.children["3"]["reason"]
+    assert {k for k, c in seen.children.items() if c["outcome"] == "SUCCEEDED"} == {str(i) for i in range(25)} - {"3"}
+    assert seen.batch["status"] == "FAILED"
+    assert (seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (24, 1, 25)
+    assert seen.batch["finishedBy"] == "ledger:sqs-dlq:3"
+    # UpdateFinalStatus never ran, no status record; both queues drained
+    assert seen.count(facts["function_ids"]["update_final_status"]) == 0 and seen.finalizer_events == []
+    assert seen.status is None
+    assert set(seen.depth.values()) == {0} and facts["dlq_messages_left"] == []
+
+
+def test_main_prints_the_outcome(dev_app, monkeypatch, capsys):
+    import fanout.local.template as template
+
+    monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
+    monkeypatch.setenv("COLUMNS", "200")  # one outcome fact per line
+    for key in ledger_demo.QUIET_ENV:  # main sets these defaults; put them back afterwards
+        monkeypatch.setenv(key, ledger_demo.QUIET_ENV[key])
+    code = ledger_demo.main(["--children", "5", "--concurrency", "2", "--batch-id", "sqs-cli"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "ledger batch sqs-cli: COMPLETED" in out
+    assert "succeeded=5, failed=0, done=5" in out
+    assert "UpdateFinalStatus: ran (1 invocation(s))" in out
+    assert '"status": "SUCCEEDED"' in out
+    assert "dead-letter queue: 0 message(s) left" in out
+    assert "wall time:" in out
