@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./setup.sh --no-demo
 export PATH="$PWD/.venv/bin:$PATH"
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n 2 "$@"

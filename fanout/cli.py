@@ -6,10 +6,12 @@ import argparse
 import sys
 
 from fanout.faults import FaultSpecError
+from fanout.ops import commands as ops_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fanout", description=__doc__)
+    ops_commands.global_options(parser, suppress=False)  # for the deployed-environment commands
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(
@@ -38,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the next K SendMessage calls to the DLQ fail")
     run.add_argument("--no-sleep", action="store_true",
                      help="record Retry waits instead of sleeping them")
+    from fanout import ledger_demo
+
+    ledger_demo.add_arguments(
+        sub.add_parser("ledger", help="run a completion-ledger batch locally (SQS consumers on moto)")
+    )
+    ops_commands.add_parsers(sub)  # start, watch, status, dlq: a deployed environment (boto3)
     return parser
 
 
@@ -48,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
             from fanout.demo import run_demo
 
             return run_demo(args)
+        if args.command == "ledger":
+            from fanout.ledger_demo import run_from_args
+
+            return run_from_args(args)
+        if args.command in ops_commands.OPS_COMMANDS:
+            return ops_commands.run(args)
     except FaultSpecError as exc:
         print(f"fanout: {exc}", file=sys.stderr)
         return 2

@@ -9,18 +9,10 @@ from typing import Any
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.config import EnvironmentConfig, load_environment, read_cdk_context
 from stacks.completion_ledger_stack import CompletionLedgerStack
+from stacks.config import EnvironmentConfig, load_environment, read_cdk_context, stack_names
 from stacks.map_workflow_stack import MapWorkflowStack
 from stacks.parallel_workflow_stack import ParallelWorkflowStack
-
-
-def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
-    return {
-        "parallel": f"{cfg.stack_prefix}-ParallelWorkflow",
-        "map": f"{cfg.stack_prefix}-MapWorkflow",
-        "ledger": f"{cfg.stack_prefix}-CompletionLedger",
-    }
 
 
 def build_app(

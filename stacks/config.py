@@ -245,4 +245,14 @@ def _ledger_settings(env: Mapping[str, Any], name: str) -> "LedgerSettings":
 
 
 def environment_names(context: Mapping[str, Any] | None = None) -> list[str]:
-    return sorted((context or read_cdk_context()).get(ENVIRONMENTS_KEY, {}))
+    environments = (context if context is not None else read_cdk_context()).get(ENVIRONMENTS_KEY)
+    return sorted(environments) if isinstance(environments, Mapping) else []
+
+
+def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
+    """Workflow -> CloudFormation stack name in this environment (the app and the ops CLI)."""
+    return {
+        "parallel": f"{cfg.stack_prefix}-ParallelWorkflow",
+        "map": f"{cfg.stack_prefix}-MapWorkflow",
+        "ledger": f"{cfg.stack_prefix}-CompletionLedger",
+    }

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from stacks.config import EnvironmentConfig
-from aws_cdk import aws_lambda as lambda_
-
 from stacks.constructs.functions import removal_policy, retention
 from stacks.nag_suppressions import acknowledge_state_machine_role
 

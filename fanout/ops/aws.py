@@ -1,0 +1,234 @@
+"""AWS access of the ops CLI: sessions and clients (``--region``, ``--endpoint-url``), the
+environment from cdk.json, the deployed stack's outputs, and errors turned into one clear line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from stacks.config import (
+    ENVIRONMENTS_KEY,
+    ConfigError,
+    EnvironmentConfig,
+    environment_names,
+    load_environment,
+    read_cdk_context,
+    stack_names,
+)
+
+WORKFLOWS = ("parallel", "map")
+REGION_PATTERN = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+EXECUTION_ARN = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):states:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):execution:"
+    r"(?P<state_machine>[^:]+):(?P<name>[^:]+)$"
+)
+REQUIRED_OUTPUTS = {
+    "parallel": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName"),
+    "map": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName", "BatchBucketName", "LedgerTableName"),
+}
+CREDENTIAL_ERRORS = {
+    "UnrecognizedClientException",
+    "InvalidClientTokenId",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "RequestExpired",
+}
+ACCESS_ERRORS = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
+MISSING_RESOURCE_ERRORS = {
+    "ResourceNotFoundException",
+    "QueueDoesNotExist",
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "StateMachineDoesNotExist",
+}
+
+
+class OpsError(Exception):
+    """An operator error: printed as one line (``fanout: ...``), exit code ``code``."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def environment(name: str, context: Mapping[str, Any] | None = None) -> EnvironmentConfig:
+    """The environment ``name`` of cdk.json; an unknown one is an OpsError listing the known."""
+    context = context if context is not None else read_cdk_context()
+    known = environment_names(context)
+    if name not in known:
+        raise OpsError(
+            f"unknown environment {name!r}: pass --env with one of: {', '.join(known) or '(none)'} "
+            f"(cdk.json context.{ENVIRONMENTS_KEY})"
+        )
+    try:
+        return load_environment(context, name)
+    except ConfigError as exc:
+        raise OpsError(f"cdk.json: {exc}") from None
+
+
+def check_region(region: str, flag: str = "--region") -> str:
+    if not isinstance(region, str) or not REGION_PATTERN.match(region):
+        raise OpsError(f"{flag} {region!r}: not an AWS region; pass one such as eu-west-1")
+    return region
+
+
+def parse_execution_arn(arn: str) -> re.Match:
+    match = EXECUTION_ARN.match(arn or "")
+    if not match:
+        raise OpsError(
+            f"{arn!r} is not an execution ARN: pass the one `fanout start` printed "
+            "(arn:aws:states:REGION:ACCOUNT:execution:STATE_MACHINE:NAME)"
+        )
+    return match
+
+
+def console_url(region: str, execution_arn: str) -> str:
+    return (
+        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+        f"#/v2/executions/details/{execution_arn}"
+    )
+
+
+class Aws:
+    """A fresh boto3 session per command (credentials resolved now, not cached from earlier)."""
+
+    def __init__(self, region: str, endpoint_url: str | None = None):
+        import boto3
+
+        self.region = check_region(region)
+        self.endpoint_url = endpoint_url or None  # None: boto3 honours AWS_ENDPOINT_URL itself
+        self.session = boto3.session.Session(region_name=self.region)
+        self._clients: dict[str, Any] = {}
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            kwargs: dict[str, Any] = {"region_name": self.region}
+            if self.endpoint_url:
+                kwargs["endpoint_url"] = self.endpoint_url
+            self._clients[service] = self.session.client(service, **kwargs)
+        return self._clients[service]
+
+
+@dataclass
+class Deployment:
+    """One deployed workflow stack of an environment, by its CloudFormation outputs."""
+
+    env: EnvironmentConfig
+    workflow: str
+    stack_name: str
+    region: str
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def output(self, key: str) -> str:
+        if key not in self.outputs:
+            raise OpsError(
+                f"stack {self.stack_name} in {self.region} has no output {key}: it was deployed by an "
+                f"older version of the kit; run npx cdk deploy -c env={self.env.name}"
+            )
+        return self.outputs[key]
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.output("StateMachineArn")
+
+    @property
+    def queue_url(self) -> str:
+        return self.output("DeadLetterQueueUrl")
+
+    @property
+    def status_table(self) -> str:
+        return self.output("StatusTableName")
+
+    @property
+    def ledger_table(self) -> str:
+        return self.output("LedgerTableName")
+
+
+def find_deployment(
+    aws: Aws, cfg: EnvironmentConfig, workflow: str, *, missing_ok: bool = False
+) -> Deployment | None:
+    """The workflow's stack outputs; a stack that is not deployed is an OpsError naming the fix
+    (or None with ``missing_ok``)."""
+    from botocore.exceptions import ClientError
+
+    name = stack_names(cfg)[workflow]
+    try:
+        stacks = aws.client("cloudformation").describe_stacks(StackName=name)["Stacks"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ValidationError" and "does not exist" in error.get("Message", ""):
+            if missing_ok:
+                return None
+            hint = (
+                f" (or drop --region: {cfg.name} deploys to {cfg.region})" if aws.region != cfg.region else ""
+            )
+            raise OpsError(
+                f"stack {name} is not deployed in {aws.region}: run npx cdk deploy -c env={cfg.name}{hint}"
+            ) from None
+        raise
+    stack = stacks[0]
+    status = stack.get("StackStatus", "")
+    if status.endswith("_FAILED") or status in ("ROLLBACK_COMPLETE", "DELETE_COMPLETE", "CREATE_IN_PROGRESS"):
+        if missing_ok:
+            return None
+        raise OpsError(
+            f"stack {name} in {aws.region} is {status}: fix and run npx cdk deploy -c env={cfg.name}"
+        )
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    return Deployment(env=cfg, workflow=workflow, stack_name=name, region=aws.region, outputs=outputs)
+
+
+@contextmanager
+def clear_errors(region: str | None = None, endpoint_url: str | None = None) -> Iterator[None]:
+    """Turn the usual AWS client failures into OpsError (one line naming the fix)."""
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        InvalidRegionError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+        TokenRetrievalError,
+    )
+
+    try:
+        yield
+    except (NoCredentialsError, PartialCredentialsError) as exc:
+        raise OpsError(
+            f"no AWS credentials ({exc}): configure them (aws configure, or aws sso login and "
+            "AWS_PROFILE=NAME, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and retry"
+        ) from None
+    except TokenRetrievalError as exc:
+        raise OpsError(f"AWS SSO token expired ({exc}): run aws sso login and retry") from None
+    except (NoRegionError, InvalidRegionError) as exc:
+        raise OpsError(f"no usable AWS region ({exc}): pass --region such as eu-west-1") from None
+    except EndpointConnectionError as exc:
+        where = endpoint_url or f"AWS in {region}"
+        raise OpsError(
+            f"cannot reach {where} ({exc.kwargs.get('endpoint_url', '')}): check --region and "
+            "--endpoint-url / AWS_ENDPOINT_URL, and the network"
+        ) from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "")
+        operation = getattr(exc, "operation_name", "the call")
+        if code in CREDENTIAL_ERRORS:
+            raise OpsError(
+                f"AWS rejected the credentials on {operation} ({code}: {error.get('Message', '')}): "
+                "refresh them (aws sso login, or new keys) and retry"
+            ) from None
+        if code in ACCESS_ERRORS:
+            raise OpsError(
+                f"access denied on {operation} ({error.get('Message', '')}): use credentials whose "
+                "role allows that call"
+            ) from None
+        if code in MISSING_RESOURCE_ERRORS:
+            raise OpsError(
+                f"{operation}: {error.get('Message', code)}: the stack outputs name a resource that does not "
+                "exist (deleted by hand?): redeploy the stack (npx cdk deploy -c env=NAME)"
+            ) from None
+        raise OpsError(f"AWS error on {operation} ({code}): {error.get('Message', '')}", code=1) from None

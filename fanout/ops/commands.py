@@ -1,0 +1,126 @@
+"""Argument parsing and dispatch of the ops subcommands (``fanout.cli`` adds them)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+OPS_COMMANDS = ("start", "watch", "status", "dlq")
+
+
+def global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """--region / --endpoint-url, accepted before the subcommand and after it."""
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--region",
+        default=default,
+        help="AWS region (default: the environment's region in cdk.json; for an "
+        "execution ARN, the ARN's region)",
+    )
+    parser.add_argument(
+        "--endpoint-url",
+        default=default,
+        metavar="URL",
+        help="send every AWS call to this endpoint (tests, local emulators); AWS_ENDPOINT_URL works too",
+    )
+
+
+def add_parsers(sub: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    global_options(common, suppress=True)
+
+    env_help = "environment from cdk.json (default: dev)"
+    start = sub.add_parser(
+        "start",
+        parents=[common],
+        help="start an execution of a deployed workflow from a JSON file or stdin",
+        description="Validates the input locally (the workflow's own rules), finds the state machine "
+        "from the stack outputs, starts the execution, prints its ARN and console URL.",
+    )
+    start.add_argument(
+        "input", help="execution input JSON file (- for stdin): what you would paste in the console"
+    )
+    start.add_argument("--env", default="dev", help=env_help)
+    start.add_argument("--workflow", choices=("parallel", "map"), default="parallel")
+    start.add_argument("--name", help="execution name (default: BATCHID-TIME-RANDOM)")
+
+    for name, help_text in (
+        ("watch", "follow an execution live until it ends, then print its final status record"),
+        ("status", "show an execution's progress and final status record once"),
+    ):
+        cmd = sub.add_parser(
+            name,
+            parents=[common],
+            help=help_text,
+            description=help_text + ". Exit code 0 if it SUCCEEDED, else 1.",
+        )
+        cmd.add_argument("execution_arn", metavar="EXECUTION_ARN")
+        cmd.add_argument("--env", help="environment from cdk.json (default: found from the state machine)")
+        if name == "watch":
+            cmd.add_argument(
+                "--interval", type=float, default=2.0, metavar="SECONDS", help="poll interval (default 2)"
+            )
+            cmd.add_argument(
+                "--timeout",
+                type=float,
+                default=0,
+                metavar="SECONDS",
+                help="stop watching after this long (default: until it ends)",
+            )
+
+    dlq = sub.add_parser("dlq", help="the dead-letter queue: list (peek) or redrive a batch")
+    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+    listing = dlq_sub.add_parser(
+        "list", parents=[common], help="show dead-lettered tasks without removing them"
+    )
+    listing.add_argument("--env", default="dev", help=env_help)
+    listing.add_argument("--workflow", choices=("parallel", "map"), default="parallel")
+    listing.add_argument("--batch", metavar="BATCH_ID", help="only this batch")
+    redrive = dlq_sub.add_parser(
+        "redrive",
+        parents=[common],
+        help="re-run a batch's dead-lettered tasks (Parallel workflow only)",
+        description="Starts one execution with the batch's dead-lettered tasks and redriveOf = the failed "
+        "execution named by the status record, under a name derived from that execution and the tasks "
+        "(re-running after a crash reuses it), then deletes the messages. The Map workflow's redrive "
+        "is not supported by this CLI (exit 2).",
+    )
+    redrive.add_argument("--env", default="dev", help=env_help)
+    redrive.add_argument(
+        "--workflow",
+        choices=("parallel", "map"),
+        default="parallel",
+        help="parallel (map: not supported, exit 2)",
+    )
+    redrive.add_argument("--batch", required=True, metavar="BATCH_ID")
+    redrive.add_argument("--dry-run", action="store_true", help="show the redrive input, start nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from fanout.ops.aws import OpsError, clear_errors
+
+    for key in ("region", "endpoint_url"):
+        if not hasattr(args, key):
+            setattr(args, key, None)
+    out = Console(highlight=False, soft_wrap=True)
+    if not out.is_terminal:  # logs, pipes: no 80-column wrapping of the tables
+        out = Console(highlight=False, soft_wrap=True, width=max(out.width, 120))
+    try:
+        with clear_errors(args.region, args.endpoint_url):
+            if args.command == "start":
+                from fanout.ops.start import cmd_start
+
+                return cmd_start(args, out)
+            if args.command in ("watch", "status"):
+                from fanout.ops.watch import cmd_watch
+
+                return cmd_watch(args, out, once=args.command == "status")
+            from fanout.ops.dlq import cmd_list, cmd_redrive
+
+            return cmd_list(args, out) if args.dlq_command == "list" else cmd_redrive(args, out)
+    except OpsError as exc:
+        print(f"fanout: {exc}", file=sys.stderr)
+        return exc.code

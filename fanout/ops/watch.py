@@ -1,0 +1,299 @@
+"""``fanout watch`` / ``fanout status``: progress of an execution of a deployed workflow, then
+its final status record.
+
+Parallel workflow: per-task status from DescribeExecution + GetExecutionHistory (the same
+``ProgressTracker`` as the local demo). Map workflow: items done / failed / total from the
+completion ledger's batch record (and the Distributed Map run's own counts when the API has them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from rich.live import Live
+from rich.table import Table
+
+from fanout.local.history import (
+    DEAD_LETTERED,
+    DEAD_LETTERING,
+    FAILED,
+    RETRYING,
+    RUNNING,
+    SKIPPED,
+    SUCCEEDED,
+    ProgressTracker,
+)
+from fanout.ops.aws import (
+    WORKFLOWS,
+    Aws,
+    Deployment,
+    OpsError,
+    console_url,
+    environment,
+    find_deployment,
+    parse_execution_arn,
+)
+from stacks.config import environment_names
+
+STYLE = {
+    "pending": "dim",
+    RUNNING: "cyan",
+    RETRYING: "yellow",
+    SUCCEEDED: "green",
+    DEAD_LETTERING: "magenta",
+    DEAD_LETTERED: "red",
+    FAILED: "bold red",
+    SKIPPED: "dim",
+}
+FIRST_STATES = ("ValidateInput", "PrepareBatch")
+
+
+def locate(aws: Aws, arn: str, env_name: str | None) -> tuple[Deployment, dict[str, Any]]:
+    """The deployed workflow the execution belongs to (by its state machine ARN, matched against
+    the stack outputs of ``env_name``, or of every environment of the ARN's region)."""
+    from botocore.exceptions import ClientError
+
+    sfn = aws.client("stepfunctions")
+    try:
+        described = sfn.describe_execution(executionArn=arn)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("ExecutionDoesNotExist", "InvalidArn"):
+            raise OpsError(
+                f"execution {arn} does not exist in {aws.region}: check the ARN (and --region)"
+            ) from None
+        raise
+    candidates = [env_name] if env_name else environment_names()
+    for name in candidates:
+        cfg = environment(name)
+        if not env_name and cfg.region != aws.region:
+            continue
+        for workflow in WORKFLOWS:
+            deployment = find_deployment(aws, cfg, workflow, missing_ok=True)
+            if deployment and deployment.outputs.get("StateMachineArn") == described["stateMachineArn"]:
+                return deployment, described
+    where = f"environment {env_name}" if env_name else f"any environment of cdk.json in {aws.region}"
+    raise OpsError(
+        f"execution {arn} is not an execution of a workflow of {where} "
+        f"(its state machine is {described['stateMachineArn']}): pass --env NAME"
+    )
+
+
+def history(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        events.extend(page["events"])
+        if not page.get("nextToken"):
+            return events
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def batch_id_of(described: dict[str, Any], events: list[dict[str, Any]]) -> str | None:
+    """The batch id the workflow settled on: its first state's output, else the input's, else
+    the execution name (the documented default)."""
+    for event in events:
+        if event["type"] == "TaskStateExited":
+            details = event["stateExitedEventDetails"]
+            if details["name"] in FIRST_STATES:
+                try:
+                    found = json.loads(details.get("output") or "{}").get("batchId")
+                except ValueError:
+                    found = None
+                if found:
+                    return found
+    try:
+        given = json.loads(described.get("input") or "{}")
+    except ValueError:
+        given = {}
+    if isinstance(given, dict) and isinstance(given.get("batchId"), str):
+        return given["batchId"]
+    return described.get("name")
+
+
+def task_table(tracker: ProgressTracker, title: str) -> Table:
+    table = Table(title=title, expand=False)
+    for column in ("task", "status", "attempts", "last error"):
+        table.add_column(column)
+    for view in tracker.tasks.values():
+        table.add_row(
+            view.name,
+            f"[{STYLE.get(view.status, '')}]{view.status}[/]",
+            str(view.attempts),
+            view.last_error or "",
+        )
+    done, failed, total = task_counts(tracker)
+    table.caption = f"done {done} / failed {failed} / total {total}" + (
+        f"  (now: {tracker.final_state})" if tracker.final_state else ""
+    )
+    return table
+
+
+def task_counts(tracker: ProgressTracker) -> tuple[int, int, int]:
+    views = tracker.tasks.values()
+    done = sum(v.status in (SUCCEEDED, SKIPPED) for v in views)
+    failed = sum(v.status in (DEAD_LETTERING, DEAD_LETTERED, FAILED) for v in views)
+    return done, failed, len(tracker.tasks)
+
+
+def ledger_counts(aws: Aws, deployment: Deployment, batch_id: str) -> dict[str, Any] | None:
+    from lambdas.fanout_common.ledger import batch_key, plain
+
+    item = (
+        aws.client("dynamodb")
+        .get_item(TableName=deployment.ledger_table, Key=batch_key(batch_id), ConsistentRead=True)
+        .get("Item")
+    )
+    return plain(item) if item else None
+
+
+def map_run_counts(aws: Aws, arn: str) -> dict[str, int] | None:
+    """Item counts of the execution's Distributed Map run(s), if the API answers (optional)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    sfn = aws.client("stepfunctions")
+    try:
+        runs = sfn.list_map_runs(executionArn=arn).get("mapRuns", [])
+        totals: dict[str, int] = {}
+        for run in runs:
+            counts = sfn.describe_map_run(mapRunArn=run["mapRunArn"]).get("itemCounts", {})
+            for key in ("total", "succeeded", "failed", "running", "pending"):
+                totals[key] = totals.get(key, 0) + int(counts.get(key, 0))
+        return totals or None
+    except (ClientError, BotoCoreError, KeyError, TypeError, ValueError):
+        return None
+
+
+def item_table(counts: dict[str, Any] | None, map_run: dict[str, int] | None, title: str) -> Table:
+    table = Table(title=title, expand=False)
+    for column in ("source", "done", "failed", "total", "status"):
+        table.add_column(column)
+    if counts:
+        table.add_row(
+            "ledger",
+            str(counts.get("done", 0)),
+            str(counts.get("failed", 0)),
+            str(counts.get("total", "?")),
+            str(counts.get("status", "")),
+        )
+    else:
+        table.add_row("ledger", "0", "0", "?", "not registered yet")
+    if map_run:
+        done = map_run.get("succeeded", 0) + map_run.get("failed", 0)
+        table.add_row("map run", str(done), str(map_run.get("failed", 0)), str(map_run.get("total", "?")), "")
+    return table
+
+
+class Watcher:
+    """Reads one execution's progress; ``render()`` is the current view."""
+
+    def __init__(self, aws: Aws, deployment: Deployment, described: dict[str, Any]):
+        self.aws = aws
+        self.deployment = deployment
+        self.described = described
+        self.arn = described["executionArn"]
+        self.events: list[dict[str, Any]] = []
+        self.tracker = ProgressTracker(list(deployment.env.task_names))
+        self.batch_id: str | None = None
+        self.ledger: dict[str, Any] | None = None
+        self.map_run: dict[str, int] | None = None
+
+    def poll(self) -> str:
+        sfn = self.aws.client("stepfunctions")
+        self.described = sfn.describe_execution(executionArn=self.arn)
+        events = history(sfn, self.arn)
+        for event in events[len(self.events) :]:
+            self.tracker.feed(event)
+        self.events = events
+        self.batch_id = batch_id_of(self.described, events)
+        if self.deployment.workflow == "map" and self.batch_id:
+            self.ledger = ledger_counts(self.aws, self.deployment, self.batch_id)
+            self.map_run = map_run_counts(self.aws, self.arn)
+        return self.described["status"]
+
+    def title(self) -> str:
+        d = self.deployment
+        return f"batch {self.batch_id or '?'} on {d.env.name} ({d.workflow}): {self.described['status']}"
+
+    def render(self) -> Any:
+        if self.deployment.workflow == "parallel":
+            return task_table(self.tracker, self.title())
+        return item_table(self.ledger, self.map_run, self.title())
+
+
+def cmd_watch(args: Any, out: Any, *, once: bool = False) -> int:
+    match = parse_execution_arn(args.execution_arn)
+    if args.region and args.region != match["region"]:
+        raise OpsError(
+            f"the execution is in {match['region']} (see its ARN), not {args.region}: drop --region"
+        )
+    aws = Aws(match["region"], args.endpoint_url)
+    deployment, described = locate(aws, args.execution_arn, args.env)
+    watcher = Watcher(aws, deployment, described)
+    if once:
+        watcher.poll()
+        out.print(watcher.render())
+    else:
+        follow(watcher, out, args.interval, args.timeout)
+    return summarize(out, watcher)
+
+
+def follow(watcher: Watcher, out: Any, interval: float, timeout: float) -> None:
+    """Poll until the execution ends (or ``timeout`` seconds, 0: no limit): a live view on a
+    terminal, the final view only otherwise (logs, pipes)."""
+    deadline = time.monotonic() + timeout if timeout else None
+
+    def running() -> bool:
+        if watcher.poll() != "RUNNING":
+            return False
+        if deadline and time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+        return True
+
+    if not out.is_terminal:
+        while running():
+            pass
+        out.print(watcher.render())
+    else:
+        with Live(watcher.render(), console=out, refresh_per_second=4) as live:
+            while running():
+                live.update(watcher.render())
+            live.update(watcher.render())
+    if watcher.described["status"] == "RUNNING":
+        out.print(f"still RUNNING after {timeout:g}s: stopped watching (fanout watch again to resume)")
+
+
+def summarize(out: Any, watcher: Watcher) -> int:
+    from lambdas.fanout_common.final_status import read_status
+
+    d, status = watcher.described, watcher.described["status"]
+    color = {"SUCCEEDED": "green", "RUNNING": "cyan"}.get(status, "red")
+    out.print(f"execution [bold {color}]{status}[/]  {watcher.arn}")
+    out.print(f"  console: {console_url(watcher.aws.region, watcher.arn)}")
+    if d.get("error") or d.get("cause"):
+        out.print(f"  error: [bold]{d.get('error')}[/]\n  cause: {d.get('cause')}")
+    record = None
+    if watcher.batch_id:
+        record = read_status(
+            watcher.aws.client("dynamodb"), watcher.deployment.status_table, watcher.batch_id
+        )
+    out.print(f"final status record: {json.dumps(record, sort_keys=True) if record else 'none'}")
+    if watcher.deployment.workflow == "map" and watcher.ledger:
+        out.print(
+            "ledger: "
+            + ", ".join(f"{k}={watcher.ledger.get(k)}" for k in ("status", "total", "succeeded", "failed"))
+        )
+    if status == "FAILED" and watcher.batch_id:
+        env = watcher.deployment.env.name
+        flag = "" if watcher.deployment.workflow == "parallel" else " --workflow map"
+        out.print(
+            f"dead-lettered tasks: python -m fanout dlq list --env {env}{flag} --batch {watcher.batch_id}"
+        )
+        if watcher.deployment.workflow == "parallel":
+            out.print(
+                f"redrive them:        python -m fanout dlq redrive --env {env} --batch {watcher.batch_id}"
+            )
+    return 0 if status == "SUCCEEDED" else 1
