@@ -12,7 +12,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from fanout.faults import (
     apply_item_faults,
@@ -22,33 +21,7 @@ from fanout.faults import (
     parse_task_fault,
 )
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
-
-STYLE = {
-    "pending": "dim",
-    "running": "cyan",
-    "retrying": "yellow",
-    "succeeded": "green",
-    "dead-lettering": "magenta",
-    "dead-lettered": "red",
-    "failed (DLQ send failed)": "bold red",
-    "skipped": "dim",
-}
-
-
-def _table(tracker: ProgressTracker, title: str) -> Table:
-    table = Table(title=title, expand=False)
-    for column in ("task", "status", "attempts", "last error"):
-        table.add_column(column)
-    for view in tracker.tasks.values():
-        table.add_row(
-            view.name,
-            f"[{STYLE.get(view.status, '')}]{view.status}[/]",
-            str(view.attempts),
-            view.last_error or "",
-        )
-    if tracker.final_state:
-        table.caption = f"now: {tracker.final_state}"
-    return table
+from fanout.views import task_table
 
 
 def load_input(path: str) -> dict[str, Any]:
@@ -157,11 +130,11 @@ def describe_dlq_message(message: dict[str, Any]) -> str:
 def _follow_tasks(console: Console, engine: Any, arn: str, title: str) -> Any:
     configured = [n for lid, n in engine.stacks["parallel"].functions.items() if lid.startswith("Task")]
     tracker = ProgressTracker(configured)
-    with Live(_table(tracker, title), console=console, refresh_per_second=8) as live:
+    with Live(task_table(tracker, title), console=console, refresh_per_second=8) as live:
 
         def on_event(event: dict[str, Any]) -> None:
             tracker.feed(event)
-            live.update(_table(tracker, title))
+            live.update(task_table(tracker, title))
 
         return engine.wait(arn, on_event=on_event)
 

@@ -428,9 +428,8 @@ def run_ledger_demo(
 
     ``on_engine(engine)`` is called after the run, before the engine is closed (tests read the
     emulated tables and queues there)."""
-    from lambdas.fanout_common.ledger_producer import demo_messages, send_to_sqs
-
     from fanout.local.engine import LocalEngine
+    from lambdas.fanout_common.ledger_producer import demo_messages, send_to_sqs
 
     if children < 1:
         raise ValueError(f"children must be >= 1, got {children}")

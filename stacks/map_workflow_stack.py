@@ -73,6 +73,14 @@ class MapWorkflowStack(Stack):
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.ledger.table.table_arn])
         )
 
+        # Every function the state machine invokes, by name: its invoke grants and its alarms.
+        self.functions = {
+            "PrepareBatch": self.prepare,
+            cfg.map_worker.name: self.worker,
+            "RecordItemFailures": self.record_failures,
+            "DecideBatch": self.decide,
+            "UpdateFinalStatus": store.update_final_status,
+        }
         definition = build_map_workflow(
             Construct(self, "States"),
             cfg=cfg,
@@ -90,7 +98,7 @@ class MapWorkflowStack(Stack):
             "Workflow",
             cfg=cfg,
             definition=definition,
-            invoked_functions=[self.prepare, self.worker, self.record_failures, self.decide, store.update_final_status],
+            invoked_functions=list(self.functions.values()),
             comment=f"Distributed Map fan-out ({cfg.name}); finalizes only if every item succeeded",
         )
         self.state_machine = self.workflow.state_machine
@@ -101,13 +109,7 @@ class MapWorkflowStack(Stack):
             workflow="map",
             state_machine=self.state_machine,
             dlq=self.dlq,
-            functions={
-                "PrepareBatch": self.prepare,
-                cfg.map_worker.name: self.worker,
-                "RecordItemFailures": self.record_failures,
-                "DecideBatch": self.decide,
-                "UpdateFinalStatus": store.update_final_status,
-            },
+            functions=self.functions,
         )
         acknowledge_map_workflow(
             self, self.state_machine, self.state_machine.role, self.bucket, self.prepare,

@@ -46,6 +46,12 @@ class ParallelWorkflowStack(Stack):
             ).function
             for spec in cfg.tasks
         }
+        # Every function the state machine invokes, by name: its invoke grants and its alarms.
+        self.functions = {
+            "ValidateInput": self.validate_input,
+            **self.task_functions,
+            "UpdateFinalStatus": self.update_final_status,
+        }
         definition = build_parallel_workflow(
             Construct(self, "States"),  # own scope: state names may equal construct ids here
             cfg=cfg,
@@ -60,11 +66,7 @@ class ParallelWorkflowStack(Stack):
             "Workflow",
             cfg=cfg,
             definition=definition,
-            invoked_functions=[
-                self.validate_input,
-                *self.task_functions.values(),
-                self.update_final_status,
-            ],
+            invoked_functions=list(self.functions.values()),
             comment=f"Parallel fan-out of {len(cfg.tasks)} tasks ({cfg.name}); finalizes only if all succeed",
         )
         self.state_machine = self.workflow.state_machine
@@ -75,11 +77,7 @@ class ParallelWorkflowStack(Stack):
             workflow="parallel",
             state_machine=self.state_machine,
             dlq=self.dlq,
-            functions={
-                "ValidateInput": self.validate_input,
-                **self.task_functions,
-                "UpdateFinalStatus": self.update_final_status,
-            },
+            functions=self.functions,
         )
         CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.dlq.queue_url)

@@ -16,13 +16,6 @@ from rich.live import Live
 from rich.table import Table
 
 from fanout.local.history import (
-    DEAD_LETTERED,
-    DEAD_LETTERING,
-    FAILED,
-    RETRYING,
-    RUNNING,
-    SKIPPED,
-    SUCCEEDED,
     ProgressTracker,
 )
 from fanout.ops.aws import (
@@ -35,18 +28,9 @@ from fanout.ops.aws import (
     find_deployment,
     parse_execution_arn,
 )
+from fanout.views import task_table
 from stacks.config import environment_names
 
-STYLE = {
-    "pending": "dim",
-    RUNNING: "cyan",
-    RETRYING: "yellow",
-    SUCCEEDED: "green",
-    DEAD_LETTERING: "magenta",
-    DEAD_LETTERED: "red",
-    FAILED: "bold red",
-    SKIPPED: "dim",
-}
 FIRST_STATES = ("ValidateInput", "PrepareBatch")
 
 
@@ -111,31 +95,6 @@ def batch_id_of(described: dict[str, Any], events: list[dict[str, Any]]) -> str 
     if isinstance(given, dict) and isinstance(given.get("batchId"), str):
         return given["batchId"]
     return described.get("name")
-
-
-def task_table(tracker: ProgressTracker, title: str) -> Table:
-    table = Table(title=title, expand=False)
-    for column in ("task", "status", "attempts", "last error"):
-        table.add_column(column)
-    for view in tracker.tasks.values():
-        table.add_row(
-            view.name,
-            f"[{STYLE.get(view.status, '')}]{view.status}[/]",
-            str(view.attempts),
-            view.last_error or "",
-        )
-    done, failed, total = task_counts(tracker)
-    table.caption = f"done {done} / failed {failed} / total {total}" + (
-        f"  (now: {tracker.final_state})" if tracker.final_state else ""
-    )
-    return table
-
-
-def task_counts(tracker: ProgressTracker) -> tuple[int, int, int]:
-    views = tracker.tasks.values()
-    done = sum(v.status in (SUCCEEDED, SKIPPED) for v in views)
-    failed = sum(v.status in (DEAD_LETTERING, DEAD_LETTERED, FAILED) for v in views)
-    return done, failed, len(tracker.tasks)
 
 
 def ledger_counts(aws: Aws, deployment: Deployment, batch_id: str) -> dict[str, Any] | None:
