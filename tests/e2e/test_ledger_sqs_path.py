@@ -37,7 +37,7 @@ def _restore_metrics_dimensions():
         metrics.set_default_dimensions(**before)
 
 
-def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False):
+def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False, visibility_timeout=1):
     """Run the demo; returns its facts plus what the emulated services held at the end."""
     seen = SimpleNamespace()
 
@@ -76,6 +76,7 @@ def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False):
         duplicate=duplicate,
         console=Console(file=io.StringIO(), width=120),
         batch_id=batch_id,
+        visibility_timeout=visibility_timeout,
         on_engine=inspect,
     )
     assert not facts["timed_out"]
@@ -83,7 +84,9 @@ def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False):
 
 
 def test_all_children_succeed_then_final_status_once(dev_app):
-    facts, seen = run(dev_app, "sqs-happy", children=25, concurrency=10)
+    # A visibility timeout longer than any batch takes, even on a loaded machine: so that "every
+    # message delivered once" holds (with 1 s a slow batch is legitimately redelivered).
+    facts, seen = run(dev_app, "sqs-happy", children=25, concurrency=10, visibility_timeout=60)
     assert seen.batch["status"] == "COMPLETED"
     assert (seen.batch["total"], seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (25, 25, 0, 25)
     assert sorted(seen.children, key=int) == [str(i) for i in range(25)]
@@ -105,7 +108,7 @@ def test_all_children_succeed_then_final_status_once(dev_app):
 
 
 def test_duplicate_delivery_is_not_double_counted(dev_app):
-    facts, seen = run(dev_app, "sqs-dupes", children=20, concurrency=10, duplicate=True)
+    facts, seen = run(dev_app, "sqs-dupes", children=20, concurrency=10, duplicate=True, visibility_timeout=60)
     assert facts["sent"] == 40
     assert all(n == 2 for n in facts["deliveries"].values()) and len(facts["deliveries"]) == 20
     assert seen.batch["status"] == "COMPLETED"
