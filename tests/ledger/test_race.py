@@ -104,7 +104,9 @@ def test_a_failure_among_the_last_children_fails_the_batch_once(http_dynamodb, p
     ledger, batch_id, _, results = _round(http_dynamodb, pool, 100 + round_no, register=round_no % 2 == 0,
                                           failing=failing)
     won = [r for r, _ in results if r.outcome is Outcome.FAILED_BATCH and not r.resumed]
-    assert len(won) == 1 and won[0].child_id == f"c{failing:02d}"
+    # Exactly one caller wins RUNNING -> FAILED: usually the failing child, but any child whose
+    # decision check sees the failure already counted may make the (due) transition first.
+    assert len(won) == 1, won
     assert not [r for r, _ in results if r.outcome is Outcome.COMPLETED]
     batch = ledger.read_batch(batch_id)
     assert batch["status"] == "FAILED" and batch["failed"] == 1
