@@ -199,7 +199,7 @@ def build_map_workflow(
             ),
         },
         failure_cause_path=sfn.JsonPath.format(
-            "{} of {} items failed after their retries and went to the dead-letter queue; "
+            "{} of {} items failed after their retries (context: the dead-letter queue); "
             "{} not accounted for",
             sfn.JsonPath.string_at("$.ledger.failed"),
             sfn.JsonPath.string_at("$.ledger.total"),
