@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -30,6 +31,7 @@ from stacks.constructs.completion_ledger import CompletionLedger
 from stacks.constructs.final_status_store import FinalStatusStore
 from stacks.constructs.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from stacks.ledger_config import LedgerSettings
+from stacks.constructs.workflow_alarms import alarm_topic
 from stacks.ledger_nag import acknowledge_ledger_queue
 
 DLQ_AGE_ALARM_SECONDS = 15 * 60  # a message nobody could record for 15 minutes
@@ -218,7 +220,12 @@ class CompletionLedgerStack(Stack):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
 
+        self.alarm_topic = alarm_topic(self, "AlarmTopic", cfg=cfg, what="completion ledger")
+        for alarm in (self.failed_batches_alarm, *self.dlq_alarms.values()):
+            alarm.add_alarm_action(actions.SnsAction(self.alarm_topic))
+
         CfnOutput(self, "LedgerTableName", value=self.ledger.table.table_name)
+        CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
         CfnOutput(self, "ChildQueueUrl", value=self.child_queue.queue_url)
         CfnOutput(self, "ChildStreamArn", value=self.stream.stream_arn)
         CfnOutput(self, "StatusTableName", value=self.status_table.table_name)

@@ -55,3 +55,13 @@ def test_prod_alarms_are_stricter_than_dev(synthesized):
     dev = {a[2]: a[3] for a in alarm_list(synthesized("dev").template("parallel"))}
     prod = {a[2]: a[3] for a in alarm_list(synthesized("prod").template("parallel"))}
     assert prod["Errors"] < dev["Errors"] and prod["Throttles"] < dev["Throttles"]
+
+
+def test_ledger_alarms_notify_their_topic(dev_app):
+    template = dev_app.template("ledger")
+    (topic_id,) = resources_of_type(template, "AWS::SNS::Topic")
+    alarms = alarm_list(template)
+    assert {m for _, _, m, _, _ in alarms} == {
+        "LedgerBatchFailed", "ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage",
+    }
+    assert all(actions == [{"Ref": topic_id}] for *_, actions in alarms)

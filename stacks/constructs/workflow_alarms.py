@@ -15,6 +15,17 @@ from constructs import Construct
 from stacks.config import EnvironmentConfig
 
 
+def alarm_topic(scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, what: str) -> sns.Topic:
+    """The SNS topic alarms notify: AWS-managed KMS encryption, TLS-only topic policy."""
+    return sns.Topic(
+        scope,
+        construct_id,
+        display_name=f"Fan-out kit {what} alarms ({cfg.name})",
+        master_key=kms.Alias.from_alias_name(scope, f"{construct_id}Key", "alias/aws/sns"),
+        enforce_ssl=True,
+    )
+
+
 class WorkflowAlarms(Construct):
     """DLQ has messages, executions failed, executions timed out, Lambda errors and throttles;
     every alarm notifies an encrypted, TLS-only SNS topic; one dashboard shows it all."""
@@ -33,13 +44,7 @@ class WorkflowAlarms(Construct):
         super().__init__(scope, construct_id)
         thresholds = cfg.alarms
         period = Duration.minutes(thresholds.period_minutes)
-        self.topic = sns.Topic(
-            self,
-            "Topic",
-            display_name=f"Fan-out kit {workflow} alarms ({cfg.name})",
-            master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
-            enforce_ssl=True,
-        )
+        self.topic = alarm_topic(self, "Topic", cfg=cfg, what=workflow)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
         def alarm(name: str, metric: cloudwatch.IMetric, threshold: int, description: str) -> None:
