@@ -11,13 +11,7 @@ item failure so it stays in the DLQ (the DLQ-age alarm fires) for an operator to
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from fanout_common.ledger_runtime import (
-    ChildMessage,
-    finish,
-    ledger_from_env,
-    logger,
-    metrics,
-)
+from fanout_common.ledger_runtime import ChildMessage, logger, metrics, record_child
 
 SOURCE = "sqs-dlq"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -31,15 +25,7 @@ def record_handler(record: SQSRecord) -> dict:
                      extra={"messageId": record.message_id, "body": record.body[:2000]})
         raise
     with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
-        ledger = ledger_from_env()
-        result = ledger.record_failure(
-            message.batch_id,
-            message.child_id,
-            total=message.total,
-            index=message.index,
-            reason=f"dead-lettered (message {record.message_id})",
-        )
-        return finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict()
+        return record_child(message, SOURCE, failure_reason=f"dead-lettered (message {record.message_id})")
 
 
 @metrics.log_metrics

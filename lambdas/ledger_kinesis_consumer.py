@@ -15,14 +15,7 @@ attempt here (attempt is always 0 to the child work).
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 
-from fanout_common.ledger_runtime import (
-    ChildMessage,
-    do_child_work,
-    finish,
-    ledger_from_env,
-    logger,
-    metrics,
-)
+from fanout_common.ledger_runtime import ChildMessage, logger, metrics, work_then_record
 
 SOURCE = "kinesis"
 processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
@@ -33,16 +26,7 @@ def record_handler(record: KinesisStreamRecord) -> dict:
     with logger.append_context_keys(
         batch_id=message.batch_id, child_id=message.child_id, sequence_number=record.kinesis.sequence_number
     ):
-        try:
-            do_child_work(message, 0)
-        except Exception:
-            logger.warning("child work failed", exc_info=True)
-            raise
-        ledger = ledger_from_env()
-        result = ledger.record_success(
-            message.batch_id, message.child_id, total=message.total, index=message.index
-        )
-        return finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict()
+        return work_then_record(message, 0, SOURCE)
 
 
 @metrics.log_metrics

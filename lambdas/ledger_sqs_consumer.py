@@ -10,14 +10,7 @@ succeeds is counted as succeeded. The child's work must be idempotent (at-least-
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from fanout_common.ledger_runtime import (
-    ChildMessage,
-    do_child_work,
-    finish,
-    ledger_from_env,
-    logger,
-    metrics,
-)
+from fanout_common.ledger_runtime import ChildMessage, logger, metrics, work_then_record
 
 SOURCE = "sqs"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -27,16 +20,7 @@ def record_handler(record: SQSRecord) -> dict:
     message = ChildMessage.parse(record.json_body)
     with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
         attempt = int(record.attributes.approximate_receive_count or 1) - 1
-        try:
-            do_child_work(message, attempt)
-        except Exception:
-            logger.warning("child work failed", extra={"attempt": attempt + 1}, exc_info=True)
-            raise
-        ledger = ledger_from_env()
-        result = ledger.record_success(
-            message.batch_id, message.child_id, total=message.total, index=message.index
-        )
-        return finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict()
+        return work_then_record(message, attempt, SOURCE)
 
 
 @metrics.log_metrics

@@ -95,6 +95,29 @@ def ledger_from_env(client: Any | None = None) -> Ledger:
     )
 
 
+def record_child(message: ChildMessage, source: str, *, failure_reason: str | None = None) -> dict[str, Any]:
+    """The consumers' common last step: record the child in the ledger (a success, or a failure
+    with its reason) and do the winner's follow-up (finalize or alarm)."""
+    ledger = ledger_from_env()
+    where = dict(total=message.total, index=message.index)
+    if failure_reason is None:
+        result = ledger.record_success(message.batch_id, message.child_id, **where)
+    else:
+        result = ledger.record_failure(message.batch_id, message.child_id, reason=failure_reason, **where)
+    return finish(ledger, result, f"ledger:{source}:{message.child_id}").to_dict()
+
+
+def work_then_record(message: ChildMessage, attempt: int, source: str) -> dict[str, Any]:
+    """Do the child's work (a failure is logged and raised, so the message is retried), then
+    record its success."""
+    try:
+        do_child_work(message, attempt)
+    except Exception:
+        logger.warning("child work failed", extra={"attempt": attempt + 1}, exc_info=True)
+        raise
+    return record_child(message, source)
+
+
 def do_child_work(message: ChildMessage, attempt: int) -> dict[str, Any]:
     """The example child's work. ``payload.simulateFailure`` fails it on purpose, exactly like the
     workflow tasks (fanout_common.worker): {"mode": "transient", "times": N} fails the first N
