@@ -31,6 +31,7 @@ from stacks.constructs.completion_ledger import CompletionLedger
 from stacks.constructs.final_status_store import FinalStatusStore
 from stacks.constructs.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from stacks.ledger_config import LedgerSettings
+from stacks.constructs.storage import secure_queue
 from stacks.constructs.workflow_alarms import alarm_topic
 from stacks.ledger_nag import acknowledge_ledger_queue
 
@@ -61,17 +62,15 @@ class CompletionLedgerStack(Stack):
         # ------------------------------------------------------------------ SQS
         # cdk-nag's SQS3 knows this is ChildQueue's dead-letter queue: nothing to acknowledge.
         self.child_dlq = self._queue("ChildDeadLetterQueue", visibility_seconds=6 * RECORDER_TIMEOUT_SECONDS)
-        self.child_queue = sqs.Queue(
+        self.child_queue = secure_queue(
             self,
             "ChildQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(4),
-            visibility_timeout=Duration.seconds(6 * consumer_timeout),
+            cfg=cfg,
+            visibility_seconds=6 * consumer_timeout,
+            retention_days=4,
             dead_letter_queue=sqs.DeadLetterQueue(
                 max_receive_count=settings.max_receive_count, queue=self.child_dlq
             ),
-            removal_policy=removal_policy(cfg),
         )
         self.sqs_consumer = self._function(
             "LedgerSqsConsumer",
@@ -231,15 +230,7 @@ class CompletionLedgerStack(Stack):
         CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
 
     def _queue(self, construct_id: str, *, visibility_seconds: int, purpose: str | None = None) -> sqs.Queue:
-        queue = sqs.Queue(
-            self,
-            construct_id,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-            visibility_timeout=Duration.seconds(visibility_seconds),
-            removal_policy=removal_policy(self.cfg),
-        )
+        queue = secure_queue(self, construct_id, cfg=self.cfg, visibility_seconds=visibility_seconds)
         if purpose:
             acknowledge_ledger_queue(queue, purpose)
         return queue

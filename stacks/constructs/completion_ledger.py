@@ -9,7 +9,7 @@ from constructs import Construct
 
 from lambdas.fanout_common import ledger as rules
 from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import removal_policy
+from stacks.constructs.storage import secure_table
 from stacks.ledger_config import LedgerSettings
 
 # What each kind of ledger function may do, and nothing else:
@@ -32,19 +32,8 @@ class CompletionLedger(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings = settings
-        self.table = dynamodb.Table(
-            self,
-            "Table",
-            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            time_to_live_attribute=rules.TTL_ATTRIBUTE,
-            deletion_protection=cfg.retain_data,
-            removal_policy=removal_policy(cfg),
+        self.table = secure_table(
+            self, "Table", cfg=cfg, partition_key="pk", sort_key="sk", ttl_attribute=rules.TTL_ATTRIBUTE
         )
         self.table.add_global_secondary_index(
             index_name=rules.SWEEP_INDEX,

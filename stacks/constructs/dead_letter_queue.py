@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import removal_policy
+from stacks.constructs.storage import secure_queue
 from stacks.nag_suppressions import acknowledge_dead_letter_queue
 
 
@@ -17,13 +15,5 @@ class TaskDeadLetterQueue(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig) -> None:
         super().__init__(scope, construct_id)
-        self.queue = sqs.Queue(
-            self,
-            "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-            visibility_timeout=Duration.minutes(5),
-            removal_policy=removal_policy(cfg),
-        )
+        self.queue = secure_queue(self, "Queue", cfg=cfg, visibility_seconds=300, retention_days=14)
         acknowledge_dead_letter_queue(self.queue)

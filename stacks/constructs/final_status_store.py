@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import KitFunction, removal_policy
+from stacks.constructs.storage import secure_table
+from stacks.constructs.functions import KitFunction
 
 
 class FinalStatusStore(Construct):
@@ -16,18 +16,7 @@ class FinalStatusStore(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig) -> None:
         super().__init__(scope, construct_id)
-        self.table = dynamodb.Table(
-            self,
-            "Table",
-            partition_key=dynamodb.Attribute(name="batchId", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            deletion_protection=cfg.retain_data,
-            removal_policy=removal_policy(cfg),
-        )
+        self.table = secure_table(self, "Table", cfg=cfg, partition_key="batchId")
         self.update_final_status = KitFunction(
             self,
             "UpdateFinalStatus",

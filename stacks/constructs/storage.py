@@ -1,0 +1,59 @@
+"""The kit's queues and tables, all built to the same rules: encrypted, TLS only (queues), PITR
+(tables), removal policy and deletion protection per environment."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from stacks.config import EnvironmentConfig
+from stacks.constructs.functions import removal_policy
+
+
+def secure_queue(
+    scope: Construct,
+    construct_id: str,
+    *,
+    cfg: EnvironmentConfig,
+    visibility_seconds: int,
+    retention_days: int = 14,
+    dead_letter_queue: sqs.DeadLetterQueue | None = None,
+) -> sqs.Queue:
+    return sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.days(retention_days),
+        visibility_timeout=Duration.seconds(visibility_seconds),
+        dead_letter_queue=dead_letter_queue,
+        removal_policy=removal_policy(cfg),
+    )
+
+
+def secure_table(
+    scope: Construct,
+    construct_id: str,
+    *,
+    cfg: EnvironmentConfig,
+    partition_key: str,
+    sort_key: str | None = None,
+    ttl_attribute: str | None = None,
+) -> dynamodb.Table:
+    """On-demand, AWS-managed encryption, point-in-time recovery; string keys."""
+    return dynamodb.Table(
+        scope,
+        construct_id,
+        partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING) if sort_key else None,
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        encryption=dynamodb.TableEncryption.AWS_MANAGED,
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        time_to_live_attribute=ttl_attribute,
+        deletion_protection=cfg.retain_data,
+        removal_policy=removal_policy(cfg),
+    )
