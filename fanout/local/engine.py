@@ -4,7 +4,7 @@ with the project's real handlers in-process and DynamoDB / SQS (and S3) emulated
 What the local run adapts, all here and all visible:
 
 * Retry waits: by default honoured (really slept, with the jitter the interpreter draws); with
-  ``sleep_retries=False`` they are recorded in ``retry_waits`` and not slept, for tests.
+  ``sleep_retries=False`` they are recorded in ``retry_clock.waits`` and not slept, for tests.
 * moto's Step Functions failure logging is silenced (it logs every caught error at length).
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
