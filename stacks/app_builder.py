@@ -15,6 +15,14 @@ from stacks.map_workflow_stack import MapWorkflowStack
 from stacks.parallel_workflow_stack import ParallelWorkflowStack
 
 
+# workflow -> (stack, what it is); the names come from stacks.config.stack_names
+STACKS: dict[str, tuple[type, str]] = {
+    "parallel": (ParallelWorkflowStack, "Parallel workflow"),
+    "map": (MapWorkflowStack, "Distributed Map workflow"),
+    "ledger": (CompletionLedgerStack, "completion ledger for SQS/Kinesis consumers"),
+}
+
+
 def build_app(
     env_name: str | None = None, *, outdir: str | None = None, context: Mapping[str, Any] | None = None
 ) -> tuple[App, EnvironmentConfig, dict[str, Any]]:
@@ -31,27 +39,14 @@ def build_app(
     env = Environment(account=cfg.account, region=cfg.region)
     names = stack_names(cfg)
     stacks = {
-        "parallel": ParallelWorkflowStack(
+        workflow: stack_class(
             app,
-            names["parallel"],
+            names[workflow],
             cfg=cfg,
             env=env,
-            description=f"Fan-out/fan-in kit: Parallel workflow ({cfg.name})",
-        ),
-        "map": MapWorkflowStack(
-            app,
-            names["map"],
-            cfg=cfg,
-            env=env,
-            description=f"Fan-out/fan-in kit: Distributed Map workflow ({cfg.name})",
-        ),
-        "ledger": CompletionLedgerStack(
-            app,
-            names["ledger"],
-            cfg=cfg,
-            env=env,
-            description=f"Fan-out/fan-in kit: completion ledger for SQS/Kinesis consumers ({cfg.name})",
-        ),
+            description=f"Fan-out/fan-in kit: {what} ({cfg.name})",
+        )
+        for workflow, (stack_class, what) in STACKS.items()
     }
     for stack in stacks.values():
         Tags.of(stack).add("project", "fanout-kit")
