@@ -33,7 +33,7 @@ from statemachines.retry_policy import (
     LAMBDA_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
 )
-from statemachines.states import add_task_retries, finalize_or_fail, invoke, retry_props
+from statemachines.states import add_task_retries, finalize_or_fail, input_check, invoke, retry_props
 
 COMPLETED = "COMPLETED"
 FORMATS = ("JSON", "CSV")
@@ -148,16 +148,14 @@ def build_map_workflow(
     bucket: s3.IBucket,
     status_table: dynamodb.ITable,
 ) -> sfn.IChainable:
-    prepare_state = invoke(
+    prepare_state = input_check(
         scope,
         "PrepareBatch",
         prepare,
-        {"input.$": "$", "executionName.$": "$$.Execution.Name"},
+        cfg=cfg,
         comment="Validates the input and manifest, registers the batch total in the ledger; "
         "fails with InvalidInput / InvalidManifest before anything is registered",
-        output_path="$.Payload",
     )
-    prepare_state.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
 
     decide_state = invoke(
         scope,

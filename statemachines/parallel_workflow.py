@@ -33,10 +33,9 @@ from lambdas.fanout_common.final_status import (
 )
 from stacks.config import EnvironmentConfig, TaskSpec
 from statemachines.retry_policy import (
-    LAMBDA_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
 )
-from statemachines.states import add_task_retries, finalize_or_fail, invoke, retry_props
+from statemachines.states import add_task_retries, finalize_or_fail, input_check, invoke, retry_props
 
 SKIPPED = "SKIPPED"
 FAILURES_PATH = "$.outcome.failedTasks"
@@ -131,15 +130,13 @@ def build_parallel_workflow(
     dlq: sqs.IQueue,
     status_table: dynamodb.ITable,
 ) -> sfn.IChainable:
-    validate = invoke(
+    validate = input_check(
         scope,
         "ValidateInput",
         validate_input,
-        {"input.$": "$", "executionName.$": "$$.Execution.Name"},
+        cfg=cfg,
         comment="Fails the execution with InvalidInput (naming the field) before any task runs",
-        output_path="$.Payload",
     )
-    validate.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
 
     parallel = sfn.Parallel(
         scope,

@@ -112,3 +112,20 @@ def finalize_or_fail(
     record.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path="$.recordFailure")
     record.next(batch_failed)
     return update, record
+
+
+def input_check(
+    scope: Construct, state_id: str, fn: lambda_.IFunction, *, cfg: "EnvironmentConfig", comment: str
+) -> tasks.LambdaInvoke:
+    """A workflow's first state: the Lambda gets the execution input and name, returns the
+    normalized input (or fails the execution with a named error); retried on Lambda service errors."""
+    state = invoke(
+        scope,
+        state_id,
+        fn,
+        {"input.$": "$", "executionName.$": "$$.Execution.Name"},
+        comment=comment,
+        output_path="$.Payload",
+    )
+    state.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    return state

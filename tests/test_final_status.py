@@ -5,6 +5,7 @@ import pytest
 from moto import mock_aws
 
 from fanout_common.errors import FinalStatusConflict
+from tests.ledger.ledger_tables import create_status_table
 from fanout_common.final_status import (
     FAILURE_CONDITION_EXPRESSION,
     FAILURE_EXPRESSION_NAMES,
@@ -22,12 +23,7 @@ EXEC_2 = "arn:aws:states:eu-west-1:123456789012:execution:sm:run-2"
 def ddb():
     with mock_aws():
         client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "batchId", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "batchId", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_status_table(client, TABLE)
         yield client
 
 
