@@ -1,14 +1,13 @@
-"""Example Map child: processes a batch of items (ItemBatcher) and records each success in the
-completion ledger, once per item however often the batch is delivered (Express children are
-at-least-once). Replace ``process_item`` with your work; keep it idempotent.
+"""Example Map child: processes a batch of items (ItemBatcher). Replace ``process_item`` with your
+work; keep it idempotent (Express children are at-least-once, and a retried batch runs its
+items again). It keeps no count of its own: Step Functions counts the map run's items, and a batch
+that exhausts its retries is dead-lettered and fails its child execution.
 
 Event: ``{"batchId", "items": [{"index": 0, "item": {...}}, ...], "attempt", "executionArn"}``.
-A RetryableTaskError fails the whole batch, which Step Functions retries; items already recorded
-are not counted again.
+A RetryableTaskError fails the whole batch, which Step Functions retries.
 """
 
 from fanout_common.errors import NonRetryableTaskError
-from fanout_common.ledger_runtime import ledger_from_env
 from fanout_common.worker import (
     SIMULATE_KEY,
     TaskEvent,
@@ -34,22 +33,13 @@ def handler(event, context):
     batch_id = event["batchId"]
     attempt = int(event.get("attempt") or 0)
     logger.append_keys(batch_id=batch_id, attempt=attempt + 1)
-    ledger = ledger_from_env()
     results = []
     for entry in event["items"]:
         index, item = entry["index"], entry["item"]
-        logger.append_keys(task_id=f"item-{index}")
         if isinstance(item, dict) and item.get(SIMULATE_KEY):
             raise_simulated_failure(
-                TaskEvent(
-                    batch_id,
-                    f"item-{index}",
-                    item,
-                    attempt,
-                    event.get("executionArn", ""),
-                )
+                TaskEvent(batch_id, f"item-{index}", item, attempt, event.get("executionArn", ""))
             )
         results.append(process_item(item))
-        ledger.record_success(batch_id, str(index), decide=False)
     logger.info("items processed", extra={"count": len(results)})
     return {"processed": len(results)}

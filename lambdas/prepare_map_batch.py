@@ -1,7 +1,7 @@
-"""PrepareBatch: first state of the Map workflow. Validates the input and the manifest, writes
-inline items to the batch data bucket as a JSON manifest, and registers the batch (its total) in
-the completion ledger. Any problem fails the execution with InvalidInput / InvalidManifest before
-anything is registered."""
+"""PrepareBatch: first state of the Map workflow. Validates the input; streams the manifest and
+checks every item (a JSON object of at most MAX_ITEM_BYTES) in bounded memory; writes inline
+items to the batch data bucket as a JSON manifest. Any problem fails the execution with
+InvalidInput / InvalidManifest, naming the item's index, before any child runs."""
 
 import functools
 import json
@@ -10,17 +10,32 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Tracer
 
-from fanout_common.ledger import Ledger, TotalMismatch
 from fanout_common.errors import InvalidInput
-from fanout_common.manifest import InvalidManifest, check_items, parse_manifest, validate_map_input
+from fanout_common.manifest import (
+    READ_CHUNK_BYTES,
+    InvalidManifest,
+    count_items,
+    iter_manifest,
+    validate_map_input,
+)
 
 logger = Logger()
 tracer = Tracer()
 
 
 @functools.cache
-def _clients():
-    return boto3.client("s3"), boto3.client("dynamodb")
+def _s3():
+    return boto3.client("s3")
+
+
+def _manifest_chunks(bucket: str, key: str, where: str):
+    s3 = _s3()
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    except s3.exceptions.NoSuchKey:
+        # (S3 answers NoSuchKey, not AccessDenied, because the role may list manifests/.)
+        raise InvalidManifest(f"{where}: not found; upload it first") from None
+    return body.iter_chunks(chunk_size=READ_CHUNK_BYTES)
 
 
 @tracer.capture_lambda_handler
@@ -34,13 +49,12 @@ def handler(event, context):
     )
     batch_id = batch["batchId"]
     logger.append_keys(batch_id=batch_id)
-    s3, dynamodb = _clients()
     max_item_bytes = int(os.environ["MAX_ITEM_BYTES"])
     if "items" in batch:
-        total = check_items(batch["items"], max_item_bytes=max_item_bytes, where="items")
+        total = count_items(batch["items"], max_item_bytes=max_item_bytes, where="items")
         key = f"manifests/{batch_id}/{event.get('executionName') or 'inline'}.json"
-        s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(batch["items"]).encode(),
-                      ContentType="application/json")
+        _s3().put_object(Bucket=bucket, Key=key, Body=json.dumps(batch["items"]).encode(),
+                         ContentType="application/json")
         manifest = {"bucket": bucket, "key": key, "format": "JSON"}
     else:
         manifest = batch["manifest"]
@@ -50,15 +64,8 @@ def handler(event, context):
                 f"manifest.bucket: the workflow reads manifests from its batch data bucket only; "
                 f"upload to s3://{bucket}/manifests/ (got {manifest['bucket']})"
             )
-        try:
-            body = s3.get_object(Bucket=bucket, Key=manifest["key"])["Body"].read()
-        except s3.exceptions.NoSuchKey:
-            raise InvalidManifest(f"{where}: no such object; upload it first") from None
-        items = parse_manifest(body, manifest["format"], where)
-        total = check_items(items, max_item_bytes=max_item_bytes, where=where)
-    try:
-        Ledger(dynamodb, os.environ["LEDGER_TABLE_NAME"]).register_batch(batch_id, total)
-    except TotalMismatch as exc:
-        raise InvalidInput(f"batchId: {exc}; use a new batchId for a different set of items") from None
-    logger.info("batch registered", extra={"total": total, "manifest": manifest})
-    return {"batchId": batch_id, "manifest": manifest, "total": total}
+        chunks = _manifest_chunks(bucket, manifest["key"], where)
+        items = iter_manifest(chunks, manifest["format"], where, max_item_bytes=max_item_bytes)
+        total = count_items(items, max_item_bytes=max_item_bytes, where=where)
+    logger.info("batch prepared", extra={"total": total, "manifest": manifest})
+    return {"batchId": batch_id, "manifest": manifest, "total": total, "redriveOf": batch["redriveOf"]}

@@ -65,7 +65,9 @@ MAP_INT_FIELDS: dict[str, tuple[str, int, int]] = {
     "maxInlineItems": ("max_inline_items", 1, 10_000),
     "resultsRetentionDays": ("results_retention_days", 1, 3650),
     "workerTimeoutSeconds": ("worker_timeout_seconds", 1, 900),
+    "failureThreshold": ("failure_threshold", 0, 1_000_000_000),
 }
+MAP_RETRY_KINDS = ("transient", "retryable", "dlqSend")  # map.retry: the Map child's own overrides
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class MapSettings:
     max_inline_items: int  # more than this must come as an S3 manifest
     results_retention_days: int  # lifecycle of manifests and ResultWriter output in S3
     worker_timeout_seconds: int
+    failure_threshold: int  # items that may fail (or time out, or abort) and still finalize
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class EnvironmentConfig:
     powertools_layer_version: int
     dlq_send_retry: RetrySettings
     status_write_retry: RetrySettings
+    map_dlq_send_retry: RetrySettings  # the Map child's DLQ send (map.retry.dlqSend over dlqSend)
     alarms: AlarmThresholds
     tasks: tuple[TaskSpec, ...]
     map: MapSettings
@@ -163,7 +167,7 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
 def _map_settings(raw: Any, where: str) -> MapSettings:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: must be an object with {', '.join([*MAP_INT_FIELDS, 'childExecutionType'])}")
-    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType"})
+    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType", "retry"})
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
     values: dict[str, Any] = {}
@@ -213,6 +217,8 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
     except RetryConfigError as exc:
         raise ConfigError(str(exc)) from exc
 
+    map_retry = _map_retry(env.get("map"), retry, f"{where}.map.retry")
+
     raw_alarms = env.get("alarms")
     if not isinstance(raw_alarms, Mapping):
         raise ConfigError(f"{where}.alarms: must be an object with {', '.join(ALARM_KEYS)}")
@@ -233,9 +239,25 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         alarms=alarms,
         tasks=_tasks(context.get(TASKS_KEY), retry),
         map=_map_settings(env.get("map"), f"{where}.map"),
-        map_worker=_tasks([context.get(MAP_WORKER_KEY)], retry)[0],
+        map_worker=_tasks([context.get(MAP_WORKER_KEY)], map_retry)[0],
+        map_dlq_send_retry=map_retry["dlqSend"],
         ledger=_ledger_settings(env, name),
     )
+
+
+def _map_retry(raw_map: Any, retry: dict[str, RetrySettings], where: str) -> dict[str, RetrySettings]:
+    """The Map child's retry settings: the environment's, with ``map.retry`` overrides (an EXPRESS
+    child must fit 5 minutes with every retry exhausted, so it usually needs fewer)."""
+    raw = raw_map.get("retry", {}) if isinstance(raw_map, Mapping) else {}
+    if not isinstance(raw, Mapping) or set(raw) - set(MAP_RETRY_KINDS):
+        raise ConfigError(f"{where}: may only override {', '.join(MAP_RETRY_KINDS)}")
+    try:
+        return {
+            **retry,
+            **{k: retry[k].with_overrides(raw.get(k, {}), f"{where}.{k}") for k in MAP_RETRY_KINDS},
+        }
+    except RetryConfigError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _ledger_settings(env: Mapping[str, Any], name: str) -> "LedgerSettings":

@@ -4,13 +4,18 @@ manifest, one child Lambda per batch of items, the same guarantees as the Parall
 Shape (JSONPath, no variables)::
 
     PrepareBatch ─▶ Manifest format? ─▶ ProcessItems JSON | ProcessItems CSV  (Distributed Map)
-                       child (Express): Process items ──(Retry; Catch)──▶ DeadLetter items ─▶ RecordItemFailures
-                 ─▶ DecideBatch (ledger counts) ─▶ AllItemsSucceeded? ─▶ UpdateFinalStatus
-                                                                    └──▶ RecordBatchFailure ─▶ BatchFailed
+        child (Express): Process items ──(Retry; Catch)──▶ DeadLetter items ─▶ ItemsDeadLettered (Fail)
+                                                              └─(send failed)─▶ DeadLetterSendFailed (Fail)
+    ─▶ ReadMapRun (sfn:DescribeMapRun: the engine's item counts) ─▶ CountUnsuccessful
+    ─▶ AllItemsSucceeded? ─▶ UpdateFinalStatus
+         └─▶ ForwardFailedItems (children stopped before their DLQ step: items to the DLQ)
+             ─▶ WithinFailureThreshold? ─▶ UpdateFinalStatus | SummarizeFailure ─▶ RecordBatchFailure ─▶ BatchFailed
+    Catch on both Distributed Map states and on ReadMapRun ─▶ BatchNotConfirmed ─▶ RecordBatchFailure
 
-The verdict comes from the completion ledger (one counter item per batch, one mark per item), not
-from the Map's results, so nothing grows with N in the parent's state or history: each child's
-work happens in its own child execution, and results go to S3 (ResultWriter).
+Fan-in comes from Step Functions' own accounting: a child that exhausts its retries sends its items
+and context to the DLQ and then *fails*, so the map run counts its items as failed; children
+stopped by a timeout or an abort are counted too. No DynamoDB write per item or per child; nothing
+grows with N in the parent's state or history (results go to S3 through ResultWriter).
 """
 
 from __future__ import annotations
@@ -24,24 +29,23 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.fanout_common.final_status import (
-    MAP_FAILURE_UPDATE_EXPRESSION,
-)
+from lambdas.fanout_common.final_status import MAP_FAILURE_UPDATE_EXPRESSION
+from lambdas.fanout_common.map_results import ITEMS_DEAD_LETTERED
 from stacks.config import EnvironmentConfig
 from stacks.constructs.batch_data_bucket import RESULTS_PREFIX
-from statemachines.retry_policy import (
-    LAMBDA_TRANSIENT_ERRORS,
-    SQS_TRANSIENT_ERRORS,
-)
+from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, SFN_TRANSIENT_ERRORS, SQS_TRANSIENT_ERRORS
 from statemachines.states import add_task_retries, finalize_or_fail, input_check, invoke, retry_props
 
-COMPLETED = "COMPLETED"
 FORMATS = ("JSON", "CSV")
+# The child's terminal errors: the ResultWriter's FAILED results carry them, so the parent knows
+# which failed children already reached the DLQ (ITEMS_DEAD_LETTERED) and which did not.
+DEAD_LETTER_SEND_FAILED = "DeadLetterSendFailed"
+DLQ_SEND_TIMEOUT_SECONDS = 5  # one SQS SendMessage; bounds the child's worst case (Express)
+ITEM_COUNTS = ("Succeeded", "Failed", "TimedOut", "Aborted", "Pending", "Total")
 
 
 def _item_processor(
-    scope: Construct, fmt: str, cfg: EnvironmentConfig, worker: lambda_.IFunction,
-    record_failures: lambda_.IFunction, dlq: sqs.IQueue,
+    scope: Construct, fmt: str, cfg: EnvironmentConfig, worker: lambda_.IFunction, dlq: sqs.IQueue
 ) -> sfn.IChainable:
     suffix = f" ({fmt})"
     process = invoke(
@@ -59,15 +63,20 @@ def _item_processor(
         result_selector={"processed.$": "$.Payload.processed"},
     )
     add_task_retries(process, cfg.map_worker)
-    record = invoke(
+    dead_lettered = sfn.Fail(
         scope,
-        f"RecordItemFailures{suffix}",
-        record_failures,
-        {"batchId.$": "$.BatchInput.batchId", "items.$": "$.Items", "error.$": "$.failure.Error"},
-        comment="Counts each item of the dead-lettered batch as failed in the ledger (once)",
-        result_path=sfn.JsonPath.DISCARD,
+        f"ItemsDeadLettered{suffix}",
+        comment="Fails the child after its items reached the DLQ, so the map run counts them failed",
+        error=ITEMS_DEAD_LETTERED,
+        cause_path="$.failure.Cause",
     )
-    record.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    send_failed = sfn.Fail(
+        scope,
+        f"DeadLetterSendFailed{suffix}",
+        comment="The DLQ send was exhausted: the parent forwards these items from the map run's results",
+        error=DEAD_LETTER_SEND_FAILED,
+        cause_path="$.failure.Cause",
+    )
     dead_letter = tasks.SqsSendMessage(
         scope,
         f"DeadLetter items{suffix}",
@@ -85,18 +94,18 @@ def _item_processor(
                 "failedAt.$": "$$.State.EnteredTime",
             }
         ),
+        task_timeout=sfn.Timeout.duration(Duration.seconds(DLQ_SEND_TIMEOUT_SECONDS)),
         result_path=sfn.JsonPath.DISCARD,
     )
-    dead_letter.add_retry(**retry_props(cfg.dlq_send_retry, SQS_TRANSIENT_ERRORS))
-    # Even if the DLQ send is exhausted, the items are counted failed (their context stays in the
-    # child execution's history), so the batch can never be finalized over them.
-    dead_letter.add_catch(record, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
-    process.add_catch(dead_letter.next(record), errors=[sfn.Errors.ALL], result_path="$.failure")
+    dead_letter.add_retry(**retry_props(cfg.map_dlq_send_retry, SQS_TRANSIENT_ERRORS))
+    dead_letter.add_catch(send_failed, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
+    process.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
     return process
 
 
 def _distributed_map(
-    scope: Construct, fmt: str, cfg: EnvironmentConfig, bucket: s3.IBucket, **fns
+    scope: Construct, fmt: str, cfg: EnvironmentConfig, bucket: s3.IBucket, worker: lambda_.IFunction,
+    dlq: sqs.IQueue,
 ) -> sfn.DistributedMap:
     reader_key = sfn.JsonPath.string_at("$.manifest.key")
     reader = (
@@ -104,16 +113,12 @@ def _distributed_map(
         if fmt == "JSON"
         else sfn.S3CsvItemReader(bucket=bucket, key=reader_key, csv_headers=sfn.CsvHeaders.use_first_row())
     )
-    child_type = (
-        sfn.StateMachineType.EXPRESS
-        if cfg.map.child_execution_type == "EXPRESS"
-        else sfn.StateMachineType.STANDARD
-    )
+    express = cfg.map.child_execution_type == "EXPRESS"
     dmap = sfn.DistributedMap(
         scope,
         f"ProcessItems {fmt}",
         comment=f"One child execution per batch of {cfg.map.items_per_batch} item(s); failures "
-        "never abort siblings (100% tolerated), the ledger decides",
+        "never abort siblings (100% tolerated): the counts decide after the map",
         item_reader=reader,
         item_selector={"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"},
         item_batcher=sfn.ItemBatcher(
@@ -123,16 +128,37 @@ def _distributed_map(
         max_concurrency=cfg.map.max_concurrency,
         tolerated_failure_percentage=100,
         result_writer_v2=sfn.ResultWriterV2(bucket=bucket, prefix=RESULTS_PREFIX.rstrip("/")),
-        map_execution_type=child_type,
+        map_execution_type=sfn.StateMachineType.EXPRESS if express else sfn.StateMachineType.STANDARD,
         result_path="$.mapRun",
         label=f"ProcessItems{fmt}",
     )
     dmap.item_processor(
-        _item_processor(scope, fmt, cfg, fns["worker"], fns["record_failures"], fns["dlq"]),
+        _item_processor(scope, fmt, cfg, worker, dlq),
         mode=sfn.ProcessorMode.DISTRIBUTED,
-        execution_type=sfn.ProcessorType.EXPRESS if child_type == sfn.StateMachineType.EXPRESS else sfn.ProcessorType.STANDARD,
+        execution_type=sfn.ProcessorType.EXPRESS if express else sfn.ProcessorType.STANDARD,
     )
     return dmap
+
+
+def _read_map_run(scope: Construct, cfg: EnvironmentConfig) -> sfn.CustomState:
+    """DescribeMapRun through the AWS SDK integration; its grant (states:DescribeMapRun on this
+    state machine's map runs) is added by the stack after the state machine exists."""
+    state = sfn.CustomState(
+        scope,
+        "ReadMapRun",
+        state_json={
+            "Type": "Task",
+            "Comment": "Reads the map run's item counts, kept by Step Functions (succeeded, failed, "
+            "timed out, aborted, pending, total)",
+            "Resource": "arn:aws:states:::aws-sdk:sfn:describeMapRun",
+            "Parameters": {"MapRunArn.$": "$.mapRun.MapRunArn"},
+            "ResultSelector": {f"{k[0].lower()}{k[1:]}.$": f"$.ItemCounts.{k}" for k in ITEM_COUNTS},
+            "ResultPath": "$.counts",
+            "TimeoutSeconds": 60,
+        },
+    )
+    state.add_retry(**retry_props(cfg.status_write_retry, SFN_TRANSIENT_ERRORS))
+    return state
 
 
 def build_map_workflow(
@@ -141,8 +167,7 @@ def build_map_workflow(
     cfg: EnvironmentConfig,
     prepare: lambda_.IFunction,
     worker: lambda_.IFunction,
-    record_failures: lambda_.IFunction,
-    decide: lambda_.IFunction,
+    forward_failed: lambda_.IFunction,
     update_final_status: lambda_.IFunction,
     dlq: sqs.IQueue,
     bucket: s3.IBucket,
@@ -153,67 +178,127 @@ def build_map_workflow(
         "PrepareBatch",
         prepare,
         cfg=cfg,
-        comment="Validates the input and manifest, registers the batch total in the ledger; "
-        "fails with InvalidInput / InvalidManifest before anything is registered",
+        comment="Validates the input and streams the manifest (every item checked); fails with "
+        "InvalidInput / InvalidManifest before any child runs",
     )
-
-    decide_state = invoke(
-        scope,
-        "DecideBatch",
-        decide,
-        {"batchId.$": "$.batchId", "executionArn.$": "$$.Execution.Id"},
-        comment="Reads the ledger's counts: COMPLETED only if every item succeeded",
-        result_selector={
-            "verdict.$": "$.Payload.verdict",
-            "total.$": "$.Payload.total",
-            "succeeded.$": "$.Payload.succeeded",
-            "failed.$": "$.Payload.failed",
-            "unaccounted.$": "$.Payload.unaccounted",
-        },
-        result_path="$.ledger",
-    )
-    decide_state.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
-
-    maps = {
-        fmt: _distributed_map(scope, fmt, cfg, bucket, worker=worker, record_failures=record_failures, dlq=dlq)
-        for fmt in FORMATS
-    }
-    for dmap in maps.values():
-        dmap.next(decide_state)
-
     update, record_failure = finalize_or_fail(
         scope,
         cfg=cfg,
         update_final_status=update_final_status,
-        update_payload={"batchId.$": "$.batchId", "executionArn.$": "$$.Execution.Id", "results": {}},
+        update_payload={
+            "batchId.$": "$.batchId",
+            "executionArn.$": "$$.Execution.Id",
+            "redriveOf.$": "$.redriveOf",
+            "results": {},
+        },
         status_table=status_table,
         failure_update_expression=MAP_FAILURE_UPDATE_EXPRESSION,
         failure_values={
             ":failedItems": tasks.DynamoAttributeValue.number_from_string(
-                sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.ledger.failed"))
+                sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.failure.failedItems"))
             ),
             ":totalItems": tasks.DynamoAttributeValue.number_from_string(
-                sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.ledger.total"))
+                sfn.JsonPath.format("{}", sfn.JsonPath.string_at("$.failure.totalItems"))
             ),
+            ":failureError": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.failure.error")),
+            ":resultsKey": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.failure.resultsKey")),
         },
-        failure_cause_path=sfn.JsonPath.format(
-            "{} of {} items failed after their retries (context: the dead-letter queue); "
-            "{} not accounted for",
-            sfn.JsonPath.string_at("$.ledger.failed"),
-            sfn.JsonPath.string_at("$.ledger.total"),
-            sfn.JsonPath.string_at("$.ledger.unaccounted"),
-        ),
+        failure_cause_path="$.failure.cause",
         failure_comment="Records FAILED with the counts; never overwrites a SUCCEEDED batch",
     )
 
-    decide_state.next(
+    # Fail closed: a map run that failed as a whole (ItemReader, ResultWriter, runtime) or whose
+    # counts cannot be read confirms no item.
+    not_confirmed = sfn.Pass(
+        scope,
+        "BatchNotConfirmed",
+        comment="The map run failed or its counts could not be read: no item is confirmed",
+        parameters={
+            "error": sfn.JsonPath.string_at("$.mapFailure.Error"),
+            "cause": sfn.JsonPath.format(
+                "none of the {} items is confirmed: {} ({}); redrive the batch to run them all again",
+                sfn.JsonPath.string_at("$.total"),
+                sfn.JsonPath.string_at("$.mapFailure.Error"),
+                sfn.JsonPath.string_at("$.mapFailure.Cause"),
+            ),
+            "failedItems": sfn.JsonPath.number_at("$.total"),
+            "totalItems": sfn.JsonPath.number_at("$.total"),
+            "resultsKey": "",
+        },
+        result_path="$.failure",
+    )
+    not_confirmed.next(record_failure)
+
+    read_counts = _read_map_run(scope, cfg)
+    read_counts.add_catch(not_confirmed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
+    tally = sfn.Pass(
+        scope,
+        "CountUnsuccessful",
+        comment="Items that failed, timed out or were aborted",
+        parameters={
+            "unsuccessful.$": "States.MathAdd(States.MathAdd($.counts.failed, $.counts.timedOut), $.counts.aborted)"
+        },
+        result_path="$.tally",
+    )
+    summarize = sfn.Pass(
+        scope,
+        "SummarizeFailure",
+        parameters={
+            "error": "ItemsFailed",
+            "cause": sfn.JsonPath.format(
+                "{} of {} items did not succeed ({} failed, {} timed out, {} aborted; tolerated: "
+                + str(cfg.map.failure_threshold)
+                + "); their items and context are in the dead-letter queue",
+                sfn.JsonPath.string_at("$.tally.unsuccessful"),
+                sfn.JsonPath.string_at("$.counts.total"),
+                sfn.JsonPath.string_at("$.counts.failed"),
+                sfn.JsonPath.string_at("$.counts.timedOut"),
+                sfn.JsonPath.string_at("$.counts.aborted"),
+            ),
+            "failedItems": sfn.JsonPath.number_at("$.tally.unsuccessful"),
+            "totalItems": sfn.JsonPath.number_at("$.counts.total"),
+            "resultsKey": sfn.JsonPath.string_at("$.mapRun.ResultWriterDetails.Key"),
+        },
+        result_path="$.failure",
+    )
+    summarize.next(record_failure)
+    forward = invoke(
+        scope,
+        "ForwardFailedItems",
+        forward_failed,
+        {
+            "batchId.$": "$.batchId",
+            "executionArn.$": "$$.Execution.Id",
+            "resultWriterDetails.$": "$.mapRun.ResultWriterDetails",
+        },
+        comment="Sends the items of children stopped before their own DLQ step (timed out, aborted, "
+        "DLQ send failed) from the map run's results to the DLQ, so nothing failed is only in S3",
+        result_selector={"forwarded.$": "$.Payload.forwarded", "alreadyDeadLettered.$": "$.Payload.alreadyDeadLettered"},
+        result_path="$.forwarding",
+    )
+    forward.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    within = (
+        sfn.Choice(scope, "WithinFailureThreshold?")
+        .when(sfn.Condition.number_less_than_equals("$.tally.unsuccessful", cfg.map.failure_threshold), update)
+        .otherwise(summarize)
+    )
+    # Forwarding is best effort on top of the children's own DLQ sends: the verdict goes on.
+    forward.add_catch(within, errors=[sfn.Errors.ALL], result_path="$.forwardFailure")
+    forward.next(within)
+    decide = (
         sfn.Choice(scope, "AllItemsSucceeded?")
-        .when(sfn.Condition.string_equals("$.ledger.verdict", COMPLETED), update)
-        .otherwise(record_failure)
+        .when(sfn.Condition.number_equals("$.tally.unsuccessful", 0), update)
+        .otherwise(forward)
     )
-    fmt_choice = (
-        sfn.Choice(scope, "Manifest format?")
-        .when(sfn.Condition.string_equals("$.manifest.format", "CSV"), maps["CSV"])
-        .otherwise(maps["JSON"])
-    )
+    read_counts.next(tally).next(decide)
+
+    fmt_choice = sfn.Choice(scope, "Manifest format?")
+    for fmt in FORMATS:
+        dmap = _distributed_map(scope, fmt, cfg, bucket, worker, dlq)
+        dmap.add_catch(not_confirmed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
+        dmap.next(read_counts)
+        if fmt == "CSV":
+            fmt_choice.when(sfn.Condition.string_equals("$.manifest.format", "CSV"), dmap)
+        else:
+            fmt_choice.otherwise(dmap)
     return prepare_state.next(fmt_choice)

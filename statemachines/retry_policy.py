@@ -21,6 +21,9 @@ LAMBDA_TRANSIENT_ERRORS = (
     "Lambda.Unknown",
 )
 SQS_TRANSIENT_ERRORS = ("SQS.SdkClientException", "SQS.AmazonSQSException", "States.Timeout")
+# AWS SDK integrations name errors ServiceName.ErrorName, both PascalCase ("Sfn.ThrottlingException");
+# Sfn.SfnException stands for the service's generic (5xx) errors.
+SFN_TRANSIENT_ERRORS = ("Sfn.SfnException", "Sfn.ThrottlingException", "Sfn.SdkClientException", "States.Timeout")
 DYNAMODB_TRANSIENT_ERRORS = (
     "DynamoDB.ProvisionedThroughputExceededException",
     "DynamoDB.ThrottlingException",

@@ -35,13 +35,17 @@ import boto3
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
-from fanout.local.adapt import adapt_for_moto
+from fanout.local.adapt import adapt_for_moto, distributed_maps
 from fanout.local.moto_fixes import (
+    MapChildren,
+    aws_sdk_integration_casing,
     cached_interpreter_clients,
+    distributed_map_children,
     iterative_map_workers,
     serialized_dynamodb_writes,
 )
 from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
+from statemachines.express_budget import EXPRESS_LIMIT_SECONDS
 from fanout.local.template import (
     LOCAL_ACCOUNT,
     SynthesizedApp,
@@ -80,19 +84,79 @@ def _clear_handler_client_caches() -> None:
                 value.cache_clear()
 
 
+_RETRYING = threading.local()  # .execution: the $$.Execution.Id whose Retrier is waiting
+
+
 class RetryClock:
-    """Stands in for ``time`` in moto's Retrier: records each retry wait, sleeps it if asked."""
+    """Stands in for ``time`` in moto's Retrier: records each retry wait, sleeps it if asked, and
+    charges a wait that is not slept to the Express child that waits (``ChildClock``)."""
 
     def __init__(self, sleep: bool):
         self.sleep_enabled = sleep
         self.waits: list[float] = []
         self._lock = threading.Lock()
+        self.children: ChildClock | None = None
 
     def sleep(self, seconds: float) -> None:
         with self._lock:
             self.waits.append(float(seconds))
         if self.sleep_enabled:
             time.sleep(seconds)
+        elif self.children is not None:
+            self.children.charge(getattr(_RETRYING, "execution", None), float(seconds), "retry waits")
+
+
+@dataclass
+class _ChildBudget:
+    env: Any
+    started: float
+    simulated: float = 0.0
+    charged: dict[str, float] = field(default_factory=dict)
+    stopped: str | None = None
+
+
+class ChildClock:
+    """The Express limit, locally: each EXPRESS Distributed Map child's time is its wall time plus
+    what the engine simulates instead of waiting (retry waits not slept; a function that hangs
+    until its timeout). Past ``limit_seconds`` the child is stopped at once, as AWS stops an
+    Express execution at 5 minutes: no Catch runs, the map run counts it timed out."""
+
+    def __init__(self, limit_seconds: float):
+        self.limit_seconds = limit_seconds
+        self._budgets: dict[str, _ChildBudget] = {}
+        self._lock = threading.Lock()
+
+    def start(self, child_arn: str, env: Any) -> None:
+        with self._lock:
+            self._budgets[child_arn] = _ChildBudget(env=env, started=time.monotonic())
+
+    def charge(self, child_arn: str | None, seconds: float, what: str) -> None:
+        with self._lock:
+            budget = self._budgets.get(child_arn or "")
+            if budget is None:
+                return
+            budget.simulated += seconds
+            budget.charged[what] = budget.charged.get(what, 0.0) + seconds
+        self._check(budget)
+
+    def end(self, child_arn: str) -> str | None:
+        with self._lock:
+            budget = self._budgets.pop(child_arn, None)
+        if budget is None:
+            return None
+        self._check(budget)
+        return budget.stopped
+
+    def _check(self, budget: _ChildBudget) -> None:
+        elapsed = time.monotonic() - budget.started
+        total = elapsed + budget.simulated
+        if total > self.limit_seconds and budget.stopped is None:
+            parts = ", ".join(f"{what} {s:g} s" for what, s in budget.charged.items())
+            budget.stopped = (
+                f"Express child stopped at the {self.limit_seconds:g} s limit: ran {total:.1f} s "
+                f"(wall {elapsed:.1f} s" + (f", {parts}" if parts else "") + ")"
+            )
+            budget.env.set_timed_out()
 
 
 @dataclass
@@ -135,6 +199,7 @@ class LocalEngine:
         sleep_retries: bool = True,
         quiet: bool = True,
         endpoint_url: str | None = None,
+        express_limit_seconds: float = EXPRESS_LIMIT_SECONDS,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -144,6 +209,10 @@ class LocalEngine:
         self.region = app.region
         self.router = LambdaRouter(region=self.region, account=LOCAL_ACCOUNT)
         self.retry_clock = RetryClock(sleep_retries)
+        self.child_clock = ChildClock(express_limit_seconds)
+        self.retry_clock.children = self.child_clock
+        self.map_children = MapChildren(on_start=self.child_clock.start, on_end=self.child_clock.end)
+        self.router.on_hang = self._charge_hang
         self.quiet = quiet
         self.stacks: dict[str, LocalStack] = {}
         self._exit = ExitStack()
@@ -167,9 +236,22 @@ class LocalEngine:
         self._exit.enter_context(serialized_dynamodb_writes())
         self._exit.enter_context(cached_interpreter_clients())
         self._exit.enter_context(iterative_map_workers())
+        self._exit.enter_context(distributed_map_children(self.map_children))
+        self._exit.enter_context(aws_sdk_integration_casing())
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
+        original_eval_body = retrier_decl.RetrierDecl._eval_body
+
+        def eval_body(retrier, env):  # which execution's Retrier waits (for the child clock)
+            _RETRYING.execution = env.states.context_object.context_object_data["Execution"]["Id"]
+            try:
+                return original_eval_body(retrier, env)
+            finally:
+                _RETRYING.execution = None
+
+        retrier_decl.RetrierDecl._eval_body = eval_body
+        self._exit.callback(setattr, retrier_decl.RetrierDecl, "_eval_body", original_eval_body)
         self._patch_sqs_send()
         self.sfn = self.client("stepfunctions")
         self.sqs = self.client("sqs")
@@ -282,7 +364,13 @@ class LocalEngine:
         self._set_env(shared_env)
 
         for lid, res in resources_of_type(template, "AWS::StepFunctions::StateMachine").items():
-            definition, notes = adapt_for_moto(json.loads(resolve(res["Properties"]["DefinitionString"])))
+            synthesized = json.loads(resolve(res["Properties"]["DefinitionString"]))
+            for state, rules in distributed_maps(synthesized).items():
+                if rules.items_per_batch:
+                    self.map_children.batch_sizes[state] = rules.items_per_batch
+                if rules.express:
+                    self.map_children.express.add(state)
+            definition, notes = adapt_for_moto(synthesized)
             self.adaptations.extend(notes)
             created = self.sfn.create_state_machine(
                 name=lid,
@@ -306,6 +394,11 @@ class LocalEngine:
                 for gsi in props["GlobalSecondaryIndexes"]
             ]
         self.dynamodb.create_table(**kwargs)
+
+    def _charge_hang(self, event: Any, seconds: float) -> None:
+        """A function that hangs runs (in simulated time) until its timeout: charge its child."""
+        child = event.get("executionArn") if isinstance(event, Mapping) else None
+        self.child_clock.charge(child, seconds, "functions hung until their timeout")
 
     # ------------------------------------------------------------------ faults
     def inject_lambda_service_faults(

@@ -35,6 +35,15 @@ MOTO_VERSION = "5.2.5"
 LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
 
 
+class FunctionTimedOut(BaseException):
+    """Raised by the local stand-in of ``fanout_common.worker.hang``: the function runs until its
+    timeout (BaseException, so the handler's own ``except Exception`` cannot swallow it)."""
+
+
+def _local_hang(seconds: float) -> None:
+    raise FunctionTimedOut(seconds)
+
+
 class LambdaServiceError(JsonRESTError):
     """A Lambda API error (HTTP 5xx/429), as Step Functions sees from a failing Invoke call."""
 
@@ -88,6 +97,8 @@ class LambdaRouter:
     service_faults: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     invocations: list[InvocationRecord] = field(default_factory=list)
     on_invoke: Callable[[str, Any], None] | None = None
+    # (event, seconds): a function hung until its timeout; the engine charges the child's clock
+    on_hang: Callable[[Any, float], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, fn: LocalFunction) -> None:
@@ -124,6 +135,16 @@ class LambdaRouter:
             result = self._handler(fn)(event, context)
             error_type = None
             payload = json.dumps(result)
+        except FunctionTimedOut:
+            # What Lambda answers when a function outlives its timeout; Step Functions names the
+            # error Sandbox.Timedout. No real waiting: the child's clock is charged the timeout.
+            if self.on_hang:
+                self.on_hang(event, float(fn.timeout_s))
+            error_type = "Sandbox.Timedout"
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps(
+                {"errorType": error_type, "errorMessage": f"Task timed out after {fn.timeout_s:.2f} seconds"}
+            )
         except Exception as exc:  # the runtime reports any unhandled exception this way
             error_type = type(exc).__name__
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -178,9 +199,20 @@ class routed_lambdas:
         check_moto_version()
         LambdaSimpleBackend.invoke = _routed_invoke
         _ACTIVE.append(self.router)
+        self._worker = _worker_module()
+        self._hang = self._worker.hang
+        self._worker.hang = _local_hang
         return self.router
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self.router)
+        self._worker.hang = self._hang
         if not _ACTIVE:
             LambdaSimpleBackend.invoke = _ORIGINAL_INVOKE
+
+
+def _worker_module():
+    """The handlers' worker module, under the name the handlers import it by."""
+    if str(LAMBDAS_DIR) not in sys.path:
+        sys.path.insert(0, str(LAMBDAS_DIR))
+    return importlib.import_module("fanout_common.worker")

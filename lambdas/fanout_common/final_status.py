@@ -31,8 +31,11 @@ FAILURE_UPDATE_EXPRESSION = (
     "updatedAt = :updatedAt ADD failedRuns :one"
 )
 # The Map workflow records counts instead of task names (same condition).
+# failedItems: items not confirmed succeeded (failed, timed out, aborted, or all of them when the
+# map run itself failed); resultsKey: the map run's ResultWriter manifest ("" if none).
 MAP_FAILURE_UPDATE_EXPRESSION = (
     "SET #status = :failed, failedItems = :failedItems, totalItems = :totalItems, "
+    "failureError = :failureError, resultsKey = :resultsKey, "
     "executionArn = :executionArn, updatedAt = :updatedAt ADD failedRuns :one"
 )
 FAILURE_CONDITION_EXPRESSION = "attribute_not_exists(batchId) OR #status = :failed"

@@ -6,17 +6,19 @@ and the fix, and is raised before anything is registered or written.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import InvalidInput
-from .validation import BATCH_ID_PATTERN, _type_name
+from .validation import BATCH_ID_PATTERN, EXECUTION_ARN_PATTERN, _type_name
 
-ALLOWED_FIELDS = ("batchId", "items", "manifest")
+ALLOWED_FIELDS = ("batchId", "items", "manifest", "redriveOf")
+MANIFEST_PREFIX = "manifests/"  # the only prefix the workflow reads manifests from
 FORMATS = ("JSON", "CSV")
 S3_KEY_PATTERN = re.compile(r"^[^\x00]{1,1024}$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -47,6 +49,12 @@ def validate_map_input(
             "batchId: must be 1-80 characters of letters, digits, '.', '_', ':' or '-', "
             f"starting with a letter or digit; got {batch_id!r}"
         )
+    redrive_of = event.get("redriveOf")
+    if redrive_of is not None and (not isinstance(redrive_of, str) or not EXECUTION_ARN_PATTERN.match(redrive_of)):
+        problems.append(
+            "redriveOf: must be the ARN of the failed execution being redriven "
+            "(arn:aws:states:REGION:ACCOUNT:execution:STATE_MACHINE:NAME)"
+        )
     items, manifest = event.get("items"), event.get("manifest")
     if (items is None) == (manifest is None):
         problems.append("items / manifest: give exactly one: inline items, or an S3 manifest")
@@ -68,6 +76,11 @@ def validate_map_input(
                 problems.append("manifest.bucket: must be an S3 bucket name")
             if not isinstance(manifest.get("key"), str) or not S3_KEY_PATTERN.match(manifest["key"]):
                 problems.append("manifest.key: must be the S3 object key of the manifest")
+            elif not manifest["key"].startswith(MANIFEST_PREFIX):
+                problems.append(
+                    f"manifest.key: must be under {MANIFEST_PREFIX} in the batch data bucket (the workflow "
+                    f"reads nothing else), got {manifest['key']!r}"
+                )
             fmt = manifest.get("format", _format_from_key(manifest.get("key")))
             if fmt not in FORMATS:
                 problems.append(
@@ -78,7 +91,7 @@ def validate_map_input(
                 problems.append(f"manifest.{unknown[0]}: unknown field; allowed: bucket, key, format")
     if problems:
         raise InvalidInput("; ".join(problems))
-    out: dict[str, Any] = {"batchId": batch_id}
+    out: dict[str, Any] = {"batchId": batch_id, "redriveOf": redrive_of}
     if items is not None:
         out["items"] = items
     else:
@@ -100,50 +113,177 @@ def _format_from_key(key: Any) -> str | None:
     return None
 
 
-def parse_manifest(body: bytes, fmt: str, where: str) -> list[Any]:
-    """The items of a JSON-array or CSV (header row + rows -> objects) manifest."""
-    try:
-        text = body.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidManifest(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if fmt == "JSON":
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidManifest(
-                f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-                "a JSON manifest is one array of items"
-            ) from None
-        if not isinstance(items, list):
-            raise InvalidManifest(f"{where}: a JSON manifest must be an array of items, got {_type_name(items)}")
-        return items
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows or not any(cell.strip() for cell in rows[0]):
-        raise InvalidManifest(f"{where}: a CSV manifest needs a header row naming the columns")
-    header = rows[0]
-    if len(set(header)) != len(header) or any(not h.strip() for h in header):
-        raise InvalidManifest(f"{where}: CSV header has empty or repeated column names: {header}")
-    items = []
-    for line, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise InvalidManifest(
-                f"{where}: CSV line {line} has {len(row)} fields, the header has {len(header)}"
-            )
-        items.append(dict(zip(header, row)))
-    return items
+READ_CHUNK_BYTES = 64 * 1024
 
 
-def check_items(items: list[Any], *, max_item_bytes: int, where: str) -> int:
-    """Raise if the batch is empty or an item is too large; return the item count."""
-    if not items:
-        raise InvalidManifest(f"{where}: the batch is empty; give at least one item")
+def _type_article(value: Any) -> str:
+    name = _type_name(value)
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
+def check_item(item: Any, index: int, *, max_item_bytes: int, where: str) -> None:
+    """Every item is a JSON object of at most ``max_item_bytes`` (compact JSON), else
+    InvalidManifest naming its index: a child would only dead-letter it."""
+    if not isinstance(item, Mapping):
+        raise InvalidManifest(f"{where}[{index}]: each item must be a JSON object, got {_type_article(item)}")
+    size = len(json.dumps(item, separators=(",", ":")).encode())
+    if size > max_item_bytes:
+        raise InvalidManifest(
+            f"{where}[{index}]: item is {size} bytes, more than {max_item_bytes}; pass large "
+            "data by reference (an S3 key) instead"
+        )
+
+
+def count_items(items: Iterable[Any], *, max_item_bytes: int, where: str) -> int:
+    """Check every item (one at a time: ``items`` may be a stream); return how many there are."""
+    total = 0
     for index, item in enumerate(items):
-        size = len(json.dumps(item, separators=(",", ":")).encode())
-        if size > max_item_bytes:
-            raise InvalidInput(
-                f"{where}[{index}]: item is {size} bytes, more than {max_item_bytes}; pass large "
-                "data by reference (an S3 key) instead"
+        check_item(item, index, max_item_bytes=max_item_bytes, where=where)
+        total += 1
+    if not total:
+        raise InvalidManifest(f"{where}: the batch is empty; give at least one item")
+    return total
+
+
+def _decoded(chunks: Iterable[bytes], where: str) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    offset = 0
+    try:
+        for chunk in chunks:
+            yield decoder.decode(chunk)
+            offset += len(chunk)
+        yield decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise InvalidManifest(f"{where}: not UTF-8 text ({exc.reason} at byte {offset + exc.start})") from None
+
+
+def iter_json_array(chunks: Iterable[bytes], where: str, *, max_item_bytes: int) -> Iterator[Any]:
+    """The items of a JSON-array manifest, parsed one at a time from a byte stream: memory stays
+    bounded by the largest item, whatever the manifest's size."""
+    text = _decoded(chunks, where)
+    decoder = json.JSONDecoder()
+    buf, pos, eof, index = "", 0, False, 0
+    # An unparsed item longer than this (pretty-printed JSON of an item at the limit) is too large.
+    max_pending = 8 * max_item_bytes + READ_CHUNK_BYTES
+
+    def more() -> bool:
+        nonlocal buf, pos, eof
+        if eof:
+            return False
+        try:
+            piece = next(text)
+        except StopIteration:
+            eof = True
+            return False
+        buf, pos = buf[pos:] + piece, 0
+        return True
+
+    def skip_ws() -> str | None:
+        nonlocal pos
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n":
+                pos += 1
+            if pos < len(buf):
+                return buf[pos]
+            if not more():
+                return None
+
+    if skip_ws() != "[":
+        raise InvalidManifest(f"{where}: a JSON manifest must be one array of items (it must start with '[')")
+    pos += 1
+    expect_item = True
+    if skip_ws() == "]":
+        pos += 1
+        expect_item = False
+    while expect_item:
+        if skip_ws() is None:
+            raise InvalidManifest(f"{where}: the JSON array ends early, after item {index - 1}")
+        while True:
+            try:
+                item, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as exc:
+                if len(buf) - pos > max_pending:
+                    raise InvalidManifest(
+                        f"{where}[{index}]: item is larger than {max_item_bytes} bytes; pass large data "
+                        "by reference (an S3 key) instead"
+                    ) from None
+                if more():
+                    continue
+                raise InvalidManifest(f"{where}[{index}]: not valid JSON ({exc.msg})") from None
+            if end == len(buf) and more():
+                continue  # a number (or literal) may go on in the next chunk
+            break
+        pos = end
+        yield item
+        index += 1
+        following = skip_ws()
+        if following == ",":
+            pos += 1
+        elif following == "]":
+            pos += 1
+            expect_item = False
+        else:
+            raise InvalidManifest(
+                f"{where}: expected ',' or ']' after item {index - 1}, got "
+                + ("the end of the file" if following is None else repr(following))
             )
-    return len(items)
+    if skip_ws() is not None:
+        raise InvalidManifest(f"{where}: unexpected data after the JSON array's closing ']'")
+
+
+class _TextStream(io.RawIOBase):
+    """A readable binary stream over byte chunks (so csv can read an S3 body line by line)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:  # noqa: ANN001 - memoryview/bytearray
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        n = min(len(target), len(self._pending))
+        target[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def iter_csv_rows(chunks: Iterable[bytes], where: str) -> Iterator[dict[str, str]]:
+    """The items of a CSV manifest (header row + rows -> objects), read line by line."""
+    stream = io.TextIOWrapper(io.BufferedReader(_TextStream(chunks)), encoding="utf-8-sig", newline="")
+    reader = csv.reader(stream)
+    try:
+        header = next(reader, None)
+        if not header or not any(cell.strip() for cell in header):
+            raise InvalidManifest(f"{where}: a CSV manifest needs a header row naming the columns")
+        if len(set(header)) != len(header) or any(not h.strip() for h in header):
+            raise InvalidManifest(f"{where}: CSV header has empty or repeated column names: {header}")
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise InvalidManifest(
+                    f"{where}: CSV line {reader.line_num} has {len(row)} fields, the header has {len(header)}"
+                )
+            yield dict(zip(header, row))
+    except UnicodeDecodeError as exc:
+        raise InvalidManifest(f"{where}: not UTF-8 text ({exc.reason})") from None
+    except csv.Error as exc:
+        raise InvalidManifest(f"{where}: not valid CSV at line {reader.line_num} ({exc})") from None
+
+
+def iter_manifest(chunks: Iterable[bytes], fmt: str, where: str, *, max_item_bytes: int) -> Iterator[Any]:
+    if fmt == "JSON":
+        return iter_json_array(chunks, where, max_item_bytes=max_item_bytes)
+    return iter_csv_rows(chunks, where)
+
+
+def parse_manifest(body: bytes, fmt: str, where: str, *, max_item_bytes: int = 256 * 1024) -> list[Any]:
+    """All items of a manifest held in memory (small manifests, tests, the CLI)."""
+    chunks = (body[i : i + READ_CHUNK_BYTES] for i in range(0, len(body), READ_CHUNK_BYTES))
+    return list(iter_manifest(chunks, fmt, where, max_item_bytes=max_item_bytes))

@@ -13,6 +13,7 @@ go straight to the dead-letter queue, anything else is treated as not retryable 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,14 @@ metrics = Metrics()
 SUCCEEDED_METRIC, FAILED_METRIC, RETRIED_METRIC = "TaskSucceeded", "TaskFailed", "TaskRetried"
 
 SIMULATE_KEY = "simulateFailure"
+MODES = ("transient", "permanent", "fatal", "hang")
+HANG_SECONDS = 900  # Lambda's maximum timeout: a "hang" outlives any function's timeout
+
+
+def hang(seconds: float) -> None:
+    """Mode "hang": keep running until Lambda stops the function at its timeout (AWS then reports
+    ``Sandbox.Timedout``). The local engine replaces this with its simulated clock."""
+    time.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -61,17 +70,18 @@ def raise_simulated_failure(event: TaskEvent) -> None:
 
     ``"simulateFailure": {"mode": "transient", "times": 2}`` fails the first 2 attempts with a
     retryable error; ``{"mode": "permanent"}`` fails every attempt (retries exhaust, DLQ);
-    ``{"mode": "fatal"}`` fails with a non-retryable error (no retry, DLQ).
+    ``{"mode": "fatal"}`` fails with a non-retryable error (no retry, DLQ);
+    ``{"mode": "hang"}`` runs past the function's timeout on every attempt.
     """
     spec = event.payload.get(SIMULATE_KEY)
     if not spec:
         return
-    if not isinstance(spec, Mapping) or spec.get("mode") not in ("transient", "permanent", "fatal"):
-        raise NonRetryableTaskError(
-            f"input.{SIMULATE_KEY} must be {{\"mode\": \"transient\"|\"permanent\"|\"fatal\", "
-            f"\"times\": N}}, got {spec!r}"
-        )
+    if not isinstance(spec, Mapping) or spec.get("mode") not in MODES:
+        modes = "|".join(f'"{m}"' for m in MODES)
+        raise NonRetryableTaskError(f'input.{SIMULATE_KEY} must be {{"mode": {modes}, "times": N}}, got {spec!r}')
     mode = spec["mode"]
+    if mode == "hang":
+        hang(HANG_SECONDS)
     where = f"{event.task} (attempt {event.attempt + 1})"
     if mode == "fatal":
         raise NonRetryableTaskError(f"simulated non-retryable failure of {where}")

@@ -1,0 +1,65 @@
+"""ForwardFailedItems: after a map run that counted unsuccessful items, send the items of every
+child that never reached its own DLQ step (stopped by a timeout or an abort, or whose DLQ send
+failed) from the map run's ResultWriter files to the dead-letter queue, with their context.
+Children that dead-lettered their own items are only counted. At-least-once: a retry of this step
+may send a message twice; the redrive merges items by index."""
+
+import functools
+import json
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+
+from fanout_common.map_results import already_dead_lettered, dead_letter_messages, child_items, result_file_keys
+
+logger = Logger()
+tracer = Tracer()
+MAX_BATCH_BYTES = 200 * 1024  # SendMessageBatch: stay well under the request size limit
+
+
+@functools.cache
+def _clients():
+    return boto3.client("s3"), boto3.client("sqs")
+
+
+def _json(s3, bucket: str, key: str):
+    return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def _send(sqs, queue_url: str, bodies: list[str]) -> None:
+    entries = [{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies)]
+    answer = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    if answer.get("Failed"):
+        # Raise: the state's Retry sends the whole step again (at-least-once).
+        raise RuntimeError(f"SQS refused {len(answer['Failed'])} of {len(entries)} message(s): {answer['Failed'][0]}")
+
+
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def handler(event, context):
+    batch_id = event["batchId"]
+    logger.append_keys(batch_id=batch_id)
+    details = event["resultWriterDetails"]
+    s3, sqs = _clients()
+    manifest = _json(s3, details["Bucket"], details["Key"])
+    forwarded = counted = 0
+    pending: list[str] = []
+    size = 0
+    for key in result_file_keys(manifest):
+        entries = _json(s3, details["Bucket"], key)
+        counted += sum(len(child_items(e)) for e in entries if already_dead_lettered(e))
+        for message in dead_letter_messages(
+            entries, batch_id=batch_id, task=os.environ["TASK_NAME"], execution_arn=event["executionArn"]
+        ):
+            body = json.dumps(message, separators=(",", ":"))
+            if pending and (len(pending) == 10 or size + len(body) > MAX_BATCH_BYTES):
+                _send(sqs, os.environ["DLQ_URL"], pending)
+                pending, size = [], 0
+            pending.append(body)
+            size += len(body)
+            forwarded += len(message["items"])
+    if pending:
+        _send(sqs, os.environ["DLQ_URL"], pending)
+    logger.info("failed items forwarded", extra={"forwarded": forwarded, "alreadyDeadLettered": counted})
+    return {"forwarded": forwarded, "alreadyDeadLettered": counted}
