@@ -21,6 +21,7 @@ from fanout.faults import (
     parse_task_fault,
 )
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
+from fanout.ops.watch import counts_line
 from fanout.views import task_table
 
 
@@ -73,7 +74,7 @@ def run_demo(args: Any) -> int:
             result = _follow_items(console, engine, arn, title, execution_input.get("batchId"))
         batch_id = _batch_id(result.history) or execution_input.get("batchId")
         record = engine.status_record(batch_id, workflow) if batch_id else None
-        ledger = engine.ledger_counts(batch_id) if workflow == "map" and batch_id else None
+        map_run = engine.map_run_counts(result.arn) if workflow == "map" else None
         dlq = engine.dlq_messages(workflow)
         invocations = len(engine.router.invocations)
         waits = list(engine.retry_clock.waits)
@@ -84,10 +85,8 @@ def run_demo(args: Any) -> int:
     if result.error:
         console.print(f"  error: [bold]{result.error}[/]\n  cause: {result.cause}")
     console.print(f"final status record: {json.dumps(record, sort_keys=True) if record else 'none'}")
-    if ledger:
-        console.print(
-            "ledger: " + ", ".join(f"{k}={ledger.get(k)}" for k in ("status", "total", "succeeded", "failed"))
-        )
+    if map_run:
+        console.print(counts_line(map_run))
     attempts = task_attempts(result.history)
     console.print(
         "attempts (this execution's history): "
@@ -140,7 +139,7 @@ def _follow_tasks(console: Console, engine: Any, arn: str, title: str) -> Any:
 
 
 def _follow_items(console: Console, engine: Any, arn: str, title: str, batch_id: str | None) -> Any:
-    """A progress bar of items done / failed / total, read from the ledger while the Map runs."""
+    """A progress bar of items done / failed / total: the map run's own counts while it runs."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -149,10 +148,11 @@ def _follow_items(console: Console, engine: Any, arn: str, title: str, batch_id:
         bar = progress.add_task(title, total=None, failed=0)
 
         def on_event(event: dict[str, Any]) -> None:
-            counts = engine.ledger_counts(batch_id) if batch_id else None
+            counts = engine.map_run_counts(arn)
             if counts:
-                progress.update(bar, total=counts.get("total"), completed=counts.get("done", 0),
-                                failed=counts.get("failed", 0))
+                failed = counts["failed"] + counts["timedOut"] + counts["aborted"]
+                progress.update(bar, total=counts["total"] or None, completed=counts["succeeded"] + failed,
+                                failed=failed)
 
         result = engine.wait(arn, on_event=on_event, poll_seconds=0.2)
         on_event({})
@@ -161,6 +161,6 @@ def _follow_items(console: Console, engine: Any, arn: str, title: str, batch_id:
 
 def _batch_id(history: list[dict[str, Any]]) -> str | None:
     for event in history:
-        if event["type"] == "TaskStateExited" and event["stateExitedEventDetails"]["name"] == "ValidateInput":
+        if event["type"] == "TaskStateExited" and event["stateExitedEventDetails"]["name"] in ("ValidateInput", "PrepareBatch"):
             return json.loads(event["stateExitedEventDetails"]["output"]).get("batchId")
     return None

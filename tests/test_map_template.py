@@ -1,6 +1,6 @@
 """Assertions on the synthesized Distributed Map workflow: map configuration per environment,
-per-item Retry/Catch/DLQ, the ledger verdict graph, storage settings and the IAM the Distributed
-Map needs (a known CDK trap)."""
+per-item Retry/Catch/DLQ then fail, the verdict from the map run's counts, Catch on the maps, the
+Express budget, storage settings and the IAM the Distributed Map needs (a known CDK trap)."""
 
 import pytest
 
@@ -8,6 +8,7 @@ from fanout.local.template import resources_of_type
 from lambdas.fanout_common import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
+from statemachines.express_budget import EXPRESS_LIMIT_SECONDS, check_express_children
 from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
@@ -42,7 +43,8 @@ def test_distributed_map_settings_come_from_the_environment(env):
         assert state["ItemReader"]["Parameters"]["Key.$"] == "$.manifest.key"
         assert state["ItemSelector"] == {"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"}
         assert state["ResultWriter"]["Parameters"]["Prefix"] == "results"
-        assert state["ResultPath"] == "$.mapRun" and state["Next"] == "DecideBatch"
+        assert state["ResultPath"] == "$.mapRun" and state["Next"] == "ReadMapRun"
+        assert state["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.mapFailure", "Next": "BatchNotConfirmed"}]
     assert maps["ProcessItems CSV"]["ItemReader"]["ReaderConfig"]["CSVHeaderLocation"] == "FIRST_ROW"
 
 
@@ -53,7 +55,7 @@ def test_environments_differ_in_map_scale(synthesized):
     assert dev["ItemBatcher"]["MaxItemsPerBatch"] < prod["ItemBatcher"]["MaxItemsPerBatch"]
 
 
-def test_each_item_batch_has_retry_catch_dlq_and_failure_count(env):
+def test_each_item_batch_has_retry_catch_dlq_then_fails(env):
     cfg, _, asl = env
     for name, state in _maps(asl).items():
         fmt = name.split()[-1]
@@ -69,23 +71,52 @@ def test_each_item_batch_has_retry_catch_dlq_and_failure_count(env):
         dlq = child["States"][process["Catch"][0]["Next"]]
         assert dlq["Resource"] == "arn:aws:states:::sqs:sendMessage"
         assert dlq["Parameters"]["MessageBody"]["items.$"] == "$.Items"
-        assert dlq["Next"] == f"RecordItemFailures ({fmt})"
-        assert dlq["Catch"][0]["Next"] == f"RecordItemFailures ({fmt})"  # counted even if DLQ is down
-        assert child["States"][f"RecordItemFailures ({fmt})"]["End"] is True
+        assert dlq["Parameters"]["MessageBody"]["executionArn.$"] == "$.BatchInput.executionArn"  # the parent
+        # after the DLQ send the child FAILS, so the map run counts its items as failed
+        assert child["States"][dlq["Next"]] == {
+            "Type": "Fail", "Comment": child["States"][dlq["Next"]]["Comment"],
+            "Error": "ItemsDeadLettered", "CausePath": "$.failure.Cause",
+        }
+        send_failed = child["States"][dlq["Catch"][0]["Next"]]
+        assert (send_failed["Type"], send_failed["Error"]) == ("Fail", "DeadLetterSendFailed")
+        assert not [n for n, s in child["States"].items() if s.get("End") or s["Type"] == "Succeed"
+                    if n != f"Process items ({fmt})"], "a failed batch must never end successfully"
 
 
-def test_final_status_only_on_a_completed_ledger_verdict(env):
-    _, _, asl = env
+def test_verdict_comes_from_the_map_runs_counts(env):
+    cfg, _, asl = env
     top = asl["States"]
-    into = [(n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus"]
-    assert into == [("AllItemsSucceeded?", "choice0")]
-    assert top["AllItemsSucceeded?"]["Choices"][0] == {
-        "Variable": "$.ledger.verdict", "StringEquals": "COMPLETED", "Next": "UpdateFinalStatus",
+    read = top["ReadMapRun"]
+    assert read["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeMapRun"
+    assert read["Parameters"] == {"MapRunArn.$": "$.mapRun.MapRunArn"}
+    assert read["ResultSelector"]["failed.$"] == "$.ItemCounts.Failed"
+    assert read["Catch"][0]["Next"] == "BatchNotConfirmed"  # fail closed
+    assert top["CountUnsuccessful"]["Parameters"] == {
+        "unsuccessful.$": "States.MathAdd(States.MathAdd($.counts.failed, $.counts.timedOut), $.counts.aborted)"
     }
-    assert top["AllItemsSucceeded?"]["Default"] == "RecordBatchFailure"
-    failure = asl_graph.reachable(asl, "AllItemsSucceeded?", skip_edges={("AllItemsSucceeded?", "choice0")})
+    into = sorted((n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus")
+    assert into == [("AllItemsSucceeded?", "choice0"), ("WithinFailureThreshold?", "choice0")]
+    assert top["AllItemsSucceeded?"]["Choices"][0] == {
+        "Variable": "$.tally.unsuccessful", "NumericEquals": 0, "Next": "UpdateFinalStatus",
+    }
+    assert top["WithinFailureThreshold?"]["Choices"][0] == {
+        "Variable": "$.tally.unsuccessful", "NumericLessThanEquals": cfg.map.failure_threshold,
+        "Next": "UpdateFinalStatus",
+    }
+    failure = asl_graph.reachable(asl, "WithinFailureThreshold?", skip_edges={("WithinFailureThreshold?", "choice0")})
     assert "UpdateFinalStatus" not in failure and "BatchFailed" in failure
-    assert all("Catch" not in s for s in _maps(asl).values())  # nothing routes around DecideBatch
+    not_confirmed = asl_graph.reachable(asl, "BatchNotConfirmed")
+    assert "UpdateFinalStatus" not in not_confirmed and "RecordBatchFailure" in not_confirmed
+    # forwarding stopped children's items happens on every path with a failure
+    assert top["AllItemsSucceeded?"]["Default"] == "ForwardFailedItems"
+
+
+def test_every_express_child_fits_the_express_limit(env):
+    cfg, _, asl = env
+    worst = check_express_children(asl)
+    if cfg.map.child_execution_type == "EXPRESS":
+        assert set(worst) == {"ProcessItems JSON", "ProcessItems CSV"}
+        assert all(0 < s <= EXPRESS_LIMIT_SECONDS for s in worst.values()), worst
 
 
 def test_state_machine_iam_covers_the_distributed_map(env):
@@ -107,7 +138,14 @@ def test_state_machine_iam_covers_the_distributed_map(env):
     (s3_rw,) = granted("s3:GetObject")
     assert {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"} == set(s3_rw["Action"])
     assert granted("sqs:SendMessage") and granted("dynamodb:UpdateItem") and granted("lambda:InvokeFunction")
+    (read_runs,) = granted("states:DescribeMapRun")
+    labels = sorted(str(r["Fn::Join"][1][-1]) for r in read_runs["Resource"])
+    assert labels == ["/ProcessItemsCSV:*", "/ProcessItemsJSON:*"]
     assert not [s for s in statements if "*" in (s["Action"] if isinstance(s["Action"], str) else "".join(s["Action"]))]
+
+
+def _actions(statement):
+    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
 
 
 def test_function_grants_are_narrow(env):
@@ -116,18 +154,20 @@ def test_function_grants_are_narrow(env):
         fn["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: fn
         for fn in resources_of_type(template, "AWS::Lambda::Function").values()
     }
-    ledger_id = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("Ledger")][0]
-    for service in ("PrepareBatch", "ProcessItem", "RecordItemFailures", "DecideBatch"):
+    assert all("Ledger" not in lid for lid in resources_of_type(template, "AWS::DynamoDB::Table"))
+    expected = {
+        "PrepareBatch": ["s3:GetObject", "s3:ListBucket", "s3:PutObject"],
+        "ProcessItem": [],  # no DynamoDB write per item or per batch: the map run counts
+        "ForwardFailedItems": ["s3:GetObject", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+    }
+    for service, wanted in expected.items():
         role = by_service[service]["Properties"]["Role"]["Fn::GetAtt"][0]
-        actions = sorted({a for s in role_statements(template, role) for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])})
-        ddb = [a for a in actions if a.startswith("dynamodb:")]
-        expected = ["dynamodb:PutItem", "dynamodb:UpdateItem"] + (["dynamodb:GetItem"] if service == "DecideBatch" else [])
-        assert ddb == sorted(expected), service
-        s3_actions = [a for a in actions if a.startswith("s3:")]
-        assert s3_actions == (["s3:GetObject", "s3:PutObject"] if service == "PrepareBatch" else []), service
-        for s in role_statements(template, role):
-            if any(a.startswith("dynamodb:") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])):
-                assert s["Resource"] == {"Fn::GetAtt": [ledger_id, "Arn"]}
+        statements = role_statements(template, role)
+        actions = sorted({a for s in statements for a in _actions(s)} - {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "logs:CreateLogStream", "logs:PutLogEvents"})
+        assert actions == wanted, service
+    prepare_role = by_service["PrepareBatch"]["Properties"]["Role"]["Fn::GetAtt"][0]
+    (listing,) = [s for s in role_statements(template, prepare_role) if "s3:ListBucket" in _actions(s)]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["manifests/*"]}}
 
 
 def test_batch_data_bucket_is_private_encrypted_tls_only_and_expires(env):

@@ -462,18 +462,24 @@ class LocalEngine:
         """The batch status table (UpdateFinalStatus's)."""
         return self.stacks[workflow].setting("STATUS_TABLE_NAME")
 
-    def ledger_table_name(self, workflow: str = "map") -> str:
+    def ledger_table_name(self, workflow: str = "ledger") -> str:
         return self.stacks[workflow].setting("LEDGER_TABLE_NAME")
 
     def bucket_name(self, workflow: str = "map") -> str:
         return self.stacks[workflow].setting("BATCH_BUCKET_NAME")
+
+    def map_run_counts(self, execution_arn: str) -> dict[str, int] | None:
+        """The item counts of the execution's map run(s) (DescribeMapRun), live while it runs."""
+        from fanout.ops.watch import map_run_counts
+
+        return map_run_counts(self.sfn, execution_arn)
 
     def upload_manifest(self, key: str, body: bytes, workflow: str = "map") -> dict[str, str]:
         """Put a manifest in the batch data bucket; returns the input's ``manifest`` object."""
         self.client("s3").put_object(Bucket=self.bucket_name(workflow), Key=key, Body=body)
         return {"bucket": self.bucket_name(workflow), "key": key}
 
-    def ledger_counts(self, batch_id: str, workflow: str = "map") -> dict[str, Any] | None:
+    def ledger_counts(self, batch_id: str, workflow: str = "ledger") -> dict[str, Any] | None:
         from lambdas.fanout_common.ledger import batch_key, plain
 
         item = self.dynamodb.get_item(

@@ -97,6 +97,8 @@ class LambdaRouter:
     service_faults: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     invocations: list[InvocationRecord] = field(default_factory=list)
     on_invoke: Callable[[str, Any], None] | None = None
+    # (function, event, result): called after a handler returned (tests change the world there)
+    after_invoke: Callable[[str, Any, Any], None] | None = None
     # (event, seconds): a function hung until its timeout; the engine charges the child's clock
     on_hang: Callable[[Any, float], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -135,6 +137,8 @@ class LambdaRouter:
             result = self._handler(fn)(event, context)
             error_type = None
             payload = json.dumps(result)
+            if self.after_invoke:
+                self.after_invoke(name, event, result)
         except FunctionTimedOut:
             # What Lambda answers when a function outlives its timeout; Step Functions names the
             # error Sandbox.Timedout. No real waiting: the child's clock is charged the timeout.

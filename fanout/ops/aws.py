@@ -27,7 +27,7 @@ EXECUTION_ARN = re.compile(
 )
 REQUIRED_OUTPUTS = {
     "parallel": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName"),
-    "map": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName", "BatchBucketName", "LedgerTableName"),
+    "map": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName", "BatchBucketName"),
 }
 CREDENTIAL_ERRORS = {
     "UnrecognizedClientException",
@@ -142,10 +142,6 @@ class Deployment:
     @property
     def status_table(self) -> str:
         return self.output("StatusTableName")
-
-    @property
-    def ledger_table(self) -> str:
-        return self.output("LedgerTableName")
 
 
 def find_deployment(

@@ -20,10 +20,7 @@ from fanout.ops.start import NAME_UNSAFE
 
 LIST_HOLD_SECONDS = 30  # how long `dlq list` hides the messages at most (it unhides them at once)
 REDRIVE_HOLD_SECONDS = 120  # a redrive that dies keeps its batch's messages hidden at most this long
-MAP_REDRIVE_UNSUPPORTED = (
-    "dlq redrive: the Map workflow is not supported by this CLI (out of scope): its DLQ messages "
-    "name item indexes of a manifest; start a new execution with those items instead"
-)
+INLINE_INPUT_LIMIT = 200 * 1024  # a redrive input larger than this goes to S3 as a manifest
 
 
 @dataclass
@@ -177,19 +174,38 @@ def cmd_list(args: Any, out: Any) -> int:
 class RedrivePlan:
     batch_id: str
     target: str  # the failed execution the redrive names (redriveOf)
-    tasks: dict[str, Any]  # task -> its original input
+    tasks: dict[str, Any]  # Parallel: task -> its original input
     messages: list[Message]  # the target's messages: deleted once the redrive is accepted
     superseded: list[Message] = field(default_factory=list)  # other executions': left alone
     notes: list[str] = field(default_factory=list)
     finalized: bool = False  # the batch is SUCCEEDED already: only an existing redrive is reused
+    # Map: the failed items ({"index", "item"}), or None to run the failed execution's input again
+    items: list[dict[str, Any]] | None = None
+    rerun_input: dict[str, Any] | None = None
+    manifest: dict[str, str] | None = None  # Map: where a large item list was written (S3)
+
+    @property
+    def what(self) -> str:
+        if self.rerun_input is not None:
+            return "all"
+        if self.items is not None:
+            return ",".join(str(i.get("index")) for i in self.items)
+        return ",".join(sorted(self.tasks))
 
     @property
     def name(self) -> str:
-        digest = hashlib.sha256(f"{self.target}\n{','.join(sorted(self.tasks))}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{self.target}\n{self.what}".encode()).hexdigest()[:16]
         return f"redrive-{NAME_UNSAFE.sub('-', self.batch_id)[:40]}-{digest}"
 
     @property
     def execution_input(self) -> dict[str, Any]:
+        if self.rerun_input is not None:
+            return {**self.rerun_input, "batchId": self.batch_id, "redriveOf": self.target}
+        if self.items is not None:
+            body: dict[str, Any] = (
+                {"manifest": self.manifest} if self.manifest else {"items": [i.get("item") for i in self.items]}
+            )
+            return {"batchId": self.batch_id, **body, "redriveOf": self.target}
         return {
             "batchId": self.batch_id,
             "tasks": {t: self.tasks[t] for t in sorted(self.tasks)},
@@ -200,12 +216,10 @@ class RedrivePlan:
         return json.dumps(self.execution_input, sort_keys=True, separators=(",", ":"))
 
 
-def plan_redrive(
-    batch_id: str, messages: Sequence[Message], record: dict[str, Any] | None, sfn: Any
-) -> RedrivePlan:
-    """Which failed execution to redrive and with which tasks, from the batch's DLQ messages and
-    its status record (the record names the newest failed execution: the only one a redrive may
-    name; UpdateFinalStatus refuses any other)."""
+def _target(batch_id: str, messages: Sequence[Message], record: dict[str, Any] | None) -> tuple[str, bool]:
+    """(the failed execution a redrive names, whether the batch is SUCCEEDED already): the status
+    record names the newest failed execution, the only one a redrive may name (UpdateFinalStatus
+    refuses any other)."""
     if record is None:
         raise OpsError(
             f"batch {batch_id} has no status record yet: its execution is still running or could not "
@@ -224,6 +238,25 @@ def plan_redrive(
         target = record["executionArn"]
     else:
         raise OpsError(f"batch {batch_id} has status {record.get('status')!r}: nothing a redrive can fix")
+    return target, finalized
+
+
+def _superseded_note(plan: RedrivePlan) -> None:
+    if plan.superseded:
+        older = sorted({m.execution_arn or "(no executionArn)" for m in plan.superseded})
+        plan.notes.append(
+            f"left {len(plan.superseded)} message(s) of other execution(s) in the queue: {', '.join(older)}; "
+            f"the status record names {plan.target}, the newest failure and the only execution a redrive "
+            "may name (they are superseded by it)"
+        )
+
+
+def plan_redrive(
+    batch_id: str, messages: Sequence[Message], record: dict[str, Any] | None, sfn: Any
+) -> RedrivePlan:
+    """Parallel: which failed execution to redrive and with which tasks, from the batch's DLQ
+    messages and its status record."""
+    target, finalized = _target(batch_id, messages, record)
     mine = [m for m in messages if m.execution_arn == target]
     plan = RedrivePlan(
         batch_id=batch_id,
@@ -254,14 +287,74 @@ def plan_redrive(
             f"{', '.join(missing)}: recorded as failed without a DLQ message here; input taken from "
             "the failed execution's input"
         )
-    if plan.superseded:
-        older = sorted({m.execution_arn or "(no executionArn)" for m in plan.superseded})
-        plan.notes.append(
-            f"left {len(plan.superseded)} message(s) of other execution(s) in the queue: {', '.join(older)}; "
-            f"the status record names {target}, the newest failure and the only execution a redrive "
-            "may name (they are superseded by it)"
-        )
+    _superseded_note(plan)
     return plan
+
+
+def _result_items(s3: Any, bucket: str, manifest_key: str) -> list[dict[str, Any]]:
+    """The items of every unsuccessful child in a map run's ResultWriter output."""
+    from lambdas.fanout_common.map_results import child_items, result_file_keys
+
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
+    items: list[dict[str, Any]] = []
+    for key in result_file_keys(manifest):
+        for entry in json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read()):
+            if entry.get("Status") != "SUCCEEDED":
+                items.extend(child_items(entry))
+    return items
+
+
+def plan_map_redrive(
+    batch_id: str, messages: Sequence[Message], record: dict[str, Any] | None, sfn: Any, s3: Any, bucket: str
+) -> RedrivePlan:
+    """Map: a new execution over exactly the failed items of the failed execution the record
+    names: from its DLQ messages (the children's own and those the parent forwarded), completed
+    from the map run's result files if some are missing; or, when the map run failed as a whole
+    (no item confirmed), over that execution's whole input again."""
+    target, finalized = _target(batch_id, messages, record)
+    mine = [m for m in messages if m.execution_arn == target]
+    plan = RedrivePlan(
+        batch_id=batch_id, target=target, tasks={}, messages=mine,
+        superseded=[m for m in messages if m.execution_arn != target], finalized=finalized,
+    )
+    failed = int(record.get("failedItems", 0))
+    if not record.get("resultsKey") and failed and failed == record.get("totalItems"):
+        original = json.loads(sfn.describe_execution(executionArn=target).get("input") or "{}")
+        plan.rerun_input = {k: v for k, v in original.items() if k in ("items", "manifest")}
+        plan.notes.append(f"the map run of {target} failed as a whole: all {failed} items run again")
+        _superseded_note(plan)
+        return plan
+    by_index: dict[Any, dict[str, Any]] = {}
+    for message in mine:
+        for item in message.body.get("items") or []:
+            if isinstance(item, dict):
+                by_index.setdefault(item.get("index"), item)
+    if len(by_index) < failed and record.get("resultsKey"):
+        before = len(by_index)
+        for item in _result_items(s3, bucket, record["resultsKey"]):
+            by_index.setdefault(item.get("index"), item)
+        plan.notes.append(
+            f"{len(by_index) - before} failed item(s) without a DLQ message here were taken from the map "
+            f"run's results (s3://{bucket}/{record['resultsKey']})"
+        )
+    if len(by_index) < failed:
+        raise OpsError(
+            f"batch {batch_id}: {target} recorded {failed} failed item(s), but only {len(by_index)} were "
+            "found in the DLQ and the map run's results: nothing started"
+        )
+    plan.items = [by_index[k] for k in sorted(by_index, key=lambda k: (not isinstance(k, int), k))]
+    _superseded_note(plan)
+    return plan
+
+
+def _place_items(plan: RedrivePlan, s3: Any, bucket: str) -> None:
+    """A redrive too large for the execution input (256 KiB) gets its items as an S3 manifest
+    (named by the plan, so a rerun writes the same object)."""
+    if plan.items is None or len(json.dumps([i.get("item") for i in plan.items])) <= INLINE_INPUT_LIMIT:
+        return
+    key = f"manifests/redrive/{NAME_UNSAFE.sub('-', plan.batch_id)}/{plan.name}.json"
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps([i.get("item") for i in plan.items]).encode())
+    plan.manifest = {"bucket": bucket, "key": key}
 
 
 def _existing(sfn: Any, state_machine_arn: str, name: str) -> dict[str, Any] | None:
@@ -313,8 +406,6 @@ def start_redrive(sfn: Any, deployment: Deployment, plan: RedrivePlan) -> tuple[
 
 
 def cmd_redrive(args: Any, out: Any) -> int:
-    if args.workflow == "map":
-        raise OpsError(MAP_REDRIVE_UNSUPPORTED)
     from lambdas.fanout_common.final_status import read_status
 
     aws, deployment = _deployment(args)
@@ -340,20 +431,30 @@ def cmd_redrive(args: Any, out: Any) -> int:
                 f"redrive (fanout dlq list --env {deployment.env.name} shows what is there)",
                 code=1,
             )
-        plan = plan_redrive(args.batch, mine, record, sfn)
-        state = "SUCCEEDED (an earlier redrive finalized it)" if plan.finalized else "FAILED"
-        out.print(
-            f"batch {args.batch}: {state}; recorded failed tasks: {', '.join(record.get('failedTasks', [])) or '-'}"
-        )
-        out.print(f"redrive of {plan.target}")
-        out.print(
-            f"  tasks: {', '.join(sorted(plan.tasks))} (from {len(plan.messages)} dead-letter message(s))"
-        )
+        state = "SUCCEEDED (an earlier redrive finalized it)" if record and record.get("status") == "SUCCEEDED" else "FAILED"
+        if deployment.workflow == "map":
+            s3, bucket = aws.client("s3"), deployment.output("BatchBucketName")
+            plan = plan_map_redrive(args.batch, mine, record, sfn, s3, bucket)
+            out.print(f"batch {args.batch}: {state}; recorded failed items: {record.get('failedItems')} of {record.get('totalItems')}")
+            out.print(f"redrive of {plan.target}")
+            what = "all of the batch's items" if plan.items is None else f"{len(plan.items)} item(s)"
+            out.print(f"  items: {what} (from {len(plan.messages)} dead-letter message(s))")
+        else:
+            plan = plan_redrive(args.batch, mine, record, sfn)
+            out.print(
+                f"batch {args.batch}: {state}; recorded failed tasks: {', '.join(record.get('failedTasks', [])) or '-'}"
+            )
+            out.print(f"redrive of {plan.target}")
+            out.print(
+                f"  tasks: {', '.join(sorted(plan.tasks))} (from {len(plan.messages)} dead-letter message(s))"
+            )
         for note in plan.notes:
             out.print(f"  note: {note}")
         if args.dry_run:
             out.print(f"dry run: would start {plan.name} with input {plan.input_json()}")
             return 0
+        if deployment.workflow == "map":
+            _place_items(plan, s3, bucket)  # (deterministic key: a rerun writes the same object)
         arn, reused = start_redrive(sfn, deployment, plan)
         verb = "reusing the redrive execution started earlier" if reused else "started redrive execution"
         out.print(f"{verb} {arn}")

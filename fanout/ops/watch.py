@@ -2,8 +2,8 @@
 its final status record.
 
 Parallel workflow: per-task status from DescribeExecution + GetExecutionHistory (the same
-``ProgressTracker`` as the local demo). Map workflow: items done / failed / total from the
-completion ledger's batch record (and the Distributed Map run's own counts when the API has them).
+``ProgressTracker`` as the local demo). Map workflow: the Distributed Map run's item counts (DescribeMapRun), the numbers the workflow
+itself decides on.
 """
 
 from __future__ import annotations
@@ -97,51 +97,38 @@ def batch_id_of(described: dict[str, Any], events: list[dict[str, Any]]) -> str 
     return described.get("name")
 
 
-def ledger_counts(aws: Aws, deployment: Deployment, batch_id: str) -> dict[str, Any] | None:
-    from lambdas.fanout_common.ledger import batch_key, plain
-
-    item = (
-        aws.client("dynamodb")
-        .get_item(TableName=deployment.ledger_table, Key=batch_key(batch_id), ConsistentRead=True)
-        .get("Item")
-    )
-    return plain(item) if item else None
+COUNT_KEYS = ("total", "succeeded", "failed", "timedOut", "aborted", "running", "pending")
 
 
-def map_run_counts(aws: Aws, arn: str) -> dict[str, int] | None:
-    """Item counts of the execution's Distributed Map run(s), if the API answers (optional)."""
+def map_run_counts(sfn: Any, arn: str) -> dict[str, int] | None:
+    """Item counts of the execution's Distributed Map run(s), as Step Functions keeps them
+    (DescribeMapRun ``itemCounts``): the numbers the workflow decides on. None before any run."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    sfn = aws.client("stepfunctions")
     try:
         runs = sfn.list_map_runs(executionArn=arn).get("mapRuns", [])
         totals: dict[str, int] = {}
         for run in runs:
             counts = sfn.describe_map_run(mapRunArn=run["mapRunArn"]).get("itemCounts", {})
-            for key in ("total", "succeeded", "failed", "running", "pending"):
+            for key in COUNT_KEYS:
                 totals[key] = totals.get(key, 0) + int(counts.get(key, 0))
         return totals or None
     except (ClientError, BotoCoreError, KeyError, TypeError, ValueError):
         return None
 
 
-def item_table(counts: dict[str, Any] | None, map_run: dict[str, int] | None, title: str) -> Table:
+def counts_line(counts: dict[str, int]) -> str:
+    return "map run items: " + ", ".join(f"{k}={counts.get(k, 0)}" for k in COUNT_KEYS[:5])
+
+
+def item_table(map_run: dict[str, int] | None, title: str) -> Table:
     table = Table(title=title, expand=False)
-    for column in ("source", "done", "failed", "total", "status"):
+    for column in ("items", "succeeded", "failed", "timed out", "aborted", "running", "total"):
         table.add_column(column)
-    if counts:
-        table.add_row(
-            "ledger",
-            str(counts.get("done", 0)),
-            str(counts.get("failed", 0)),
-            str(counts.get("total", "?")),
-            str(counts.get("status", "")),
-        )
-    else:
-        table.add_row("ledger", "0", "0", "?", "not registered yet")
     if map_run:
-        done = map_run.get("succeeded", 0) + map_run.get("failed", 0)
-        table.add_row("map run", str(done), str(map_run.get("failed", 0)), str(map_run.get("total", "?")), "")
+        table.add_row("map run", *(str(map_run.get(k, 0)) for k in ("succeeded", "failed", "timedOut", "aborted", "running", "total")))
+    else:
+        table.add_row("map run", "-", "-", "-", "-", "-", "not started yet")
     return table
 
 
@@ -156,7 +143,6 @@ class Watcher:
         self.events: list[dict[str, Any]] = []
         self.tracker = ProgressTracker(list(deployment.env.task_names))
         self.batch_id: str | None = None
-        self.ledger: dict[str, Any] | None = None
         self.map_run: dict[str, int] | None = None
 
     def poll(self) -> str:
@@ -168,8 +154,7 @@ class Watcher:
         self.events = events
         self.batch_id = batch_id_of(self.described, events)
         if self.deployment.workflow == "map" and self.batch_id:
-            self.ledger = ledger_counts(self.aws, self.deployment, self.batch_id)
-            self.map_run = map_run_counts(self.aws, self.arn)
+            self.map_run = map_run_counts(sfn, self.arn)
         return self.described["status"]
 
     def title(self) -> str:
@@ -179,7 +164,7 @@ class Watcher:
     def render(self) -> Any:
         if self.deployment.workflow == "parallel":
             return task_table(self.tracker, self.title())
-        return item_table(self.ledger, self.map_run, self.title())
+        return item_table(self.map_run, self.title())
 
 
 def cmd_watch(args: Any, out: Any, *, once: bool = False) -> int:
@@ -240,19 +225,15 @@ def summarize(out: Any, watcher: Watcher) -> int:
             watcher.aws.client("dynamodb"), watcher.deployment.status_table, watcher.batch_id
         )
     out.print(f"final status record: {json.dumps(record, sort_keys=True) if record else 'none'}")
-    if watcher.deployment.workflow == "map" and watcher.ledger:
-        out.print(
-            "ledger: "
-            + ", ".join(f"{k}={watcher.ledger.get(k)}" for k in ("status", "total", "succeeded", "failed"))
-        )
+    if watcher.deployment.workflow == "map" and watcher.map_run:
+        out.print(counts_line(watcher.map_run))
     if status == "FAILED" and watcher.batch_id:
         env = watcher.deployment.env.name
         flag = "" if watcher.deployment.workflow == "parallel" else " --workflow map"
         out.print(
             f"dead-lettered tasks: python -m fanout dlq list --env {env}{flag} --batch {watcher.batch_id}"
         )
-        if watcher.deployment.workflow == "parallel":
-            out.print(
-                f"redrive them:        python -m fanout dlq redrive --env {env} --batch {watcher.batch_id}"
-            )
+        out.print(
+            f"redrive them:        python -m fanout dlq redrive --env {env}{flag} --batch {watcher.batch_id}"
+        )
     return 0 if status == "SUCCEEDED" else 1

@@ -78,7 +78,6 @@ def stack_outputs(engine: LocalEngine, workflow: str) -> dict[str, str]:
     }
     if workflow == "map":
         values["BatchBucketName"] = engine.bucket_name(workflow)
-        values["LedgerTableName"] = engine.ledger_table_name(workflow)
     return {key: values[key] for key in OUTPUTS[workflow]}
 
 
