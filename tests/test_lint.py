@@ -73,15 +73,19 @@ def test_cdk_nag_acknowledgements_are_the_documented_ones(dev_app):
         'arn:<AWS::Partition>:states:eu-west-1:<AWS::AccountId>:execution:'
         '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"<id>"}]}]}'
     )
+    map_run = execution.replace(":execution:", ":mapRun:")
     assert ids == sorted(
         [
             "AwsSolutions-IAM5[Resource::*]",  # X-Ray, log delivery
             "AwsSolutions-IAM5[Resource::<<id>.Arn>:*]",  # versions of an invoked function
             "AwsSolutions-IAM5[Resource::<<id>.Arn>/manifests/*]",  # PrepareBatch's manifests
+            "AwsSolutions-IAM5[Resource::<<id>.Arn>/results/*]",  # ForwardFailedItems reads results
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::<<id>>/*]",  # ItemReader/ResultWriter
             f"AwsSolutions-IAM5[Resource::{execution}:*]",  # Distributed Map child executions
             f"AwsSolutions-IAM5[Resource::{execution}/ProcessItemsCSV:*]",  # map-run redrive
             f"AwsSolutions-IAM5[Resource::{execution}/ProcessItemsJSON:*]",
+            f"AwsSolutions-IAM5[Resource::{map_run}/ProcessItemsCSV:*]",  # ReadMapRun: DescribeMapRun
+            f"AwsSolutions-IAM5[Resource::{map_run}/ProcessItemsJSON:*]",
             "AwsSolutions-L1",
             "AwsSolutions-SQS3",
         ]

@@ -3,7 +3,16 @@
 import pytest
 
 from fanout_common.errors import InvalidInput
-from fanout_common.manifest import InvalidManifest, check_items, parse_manifest, validate_map_input
+import json
+
+from fanout_common.manifest import (
+    InvalidManifest,
+    count_items,
+    iter_csv_rows,
+    iter_json_array,
+    parse_manifest,
+    validate_map_input,
+)
 
 
 def v(event, name="exec-1"):
@@ -11,13 +20,13 @@ def v(event, name="exec-1"):
 
 
 def test_inline_items_and_default_batch_id():
-    assert v({"items": [{"a": 1}]}) == {"batchId": "exec-1", "items": [{"a": 1}]}
+    assert v({"items": [{"a": 1}]}) == {"batchId": "exec-1", "items": [{"a": 1}], "redriveOf": None}
 
 
 def test_manifest_format_from_key_or_explicit():
-    out = v({"batchId": "b", "manifest": {"bucket": "my-bucket", "key": "x/items.CSV"}})
-    assert out["manifest"] == {"bucket": "my-bucket", "key": "x/items.CSV", "format": "CSV"}
-    out = v({"batchId": "b", "manifest": {"bucket": "my-bucket", "key": "x/items", "format": "JSON"}})
+    out = v({"batchId": "b", "manifest": {"bucket": "my-bucket", "key": "manifests/items.CSV"}})
+    assert out["manifest"] == {"bucket": "my-bucket", "key": "manifests/items.CSV", "format": "CSV"}
+    out = v({"batchId": "b", "manifest": {"bucket": "my-bucket", "key": "manifests/items", "format": "JSON"}})
     assert out["manifest"]["format"] == "JSON"
 
 
@@ -32,6 +41,8 @@ def test_manifest_format_from_key_or_explicit():
         ({"manifest": {"bucket": "UPPER", "key": "k.json"}}, "manifest.bucket: must be an S3 bucket name"),
         ({"manifest": {"bucket": "ok-bucket", "key": "k.json", "fmt": "x"}}, "manifest.fmt: unknown field"),
         ({"items": [1], "batchId": ""}, "batchId: must be 1-80 characters"),
+        ({"manifest": {"bucket": "ok-bucket", "key": "other/k.json"}}, "manifest.key: must be under manifests/"),
+        ({"items": [1], "redriveOf": "nope"}, "redriveOf: must be the ARN of the failed execution"),
     ],
 )
 def test_bad_input_names_the_field(event, message):
@@ -45,24 +56,63 @@ def test_json_and_csv_manifests_parse():
     assert parse_manifest(b"\xef\xbb\xbfa,b\n1,2\n\n3,4\n", "CSV", "m") == [{"a": "1", "b": "2"}, {"a": "3", "b": "4"}]
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64])
+def test_json_stream_is_the_same_whatever_the_chunk_boundaries(chunk):
+    """Items are parsed one at a time from a byte stream: numbers, strings and escapes split
+    across reads come out whole."""
+    items = [{"n": 1234567890, "s": "é\\\"x" * 3, "f": -1.5e-3}, {"t": True, "z": None, "l": [1, [2]]}]
+    body = ("\ufeff" + json.dumps(items, indent=2)).encode()
+    chunks = [body[i : i + chunk] for i in range(0, len(body), chunk)]
+    assert list(iter_json_array(chunks, "m", max_item_bytes=1000)) == items
+
+
 @pytest.mark.parametrize(
     "body, fmt, message",
     [
         (b"\xff\xfe", "JSON", "not UTF-8 text"),
-        (b"[1,", "JSON", "not valid JSON (Expecting value at line 1 column 4)"),
+        (b"[1,", "JSON", "the JSON array ends early, after item 0"),
+        (b'[{"a": 1} {"b": 2}]', "JSON", "expected ',' or ']' after item 0, got '{'"),
+        (b'[{"a": 1}] trailing', "JSON", "unexpected data after the JSON array's closing ']'"),
+        (b'{"a": 1}', "JSON", "must be one array of items"),
+        (b'[{"a": tru}]', "JSON", "m[0]: not valid JSON"),
         (b"", "CSV", "needs a header row"),
         (b"a,a\n1,2\n", "CSV", "empty or repeated column names"),
+        (b"a,b\n1,2\n3\n", "CSV", "CSV line 3 has 1 fields, the header has 2"),
     ],
 )
 def test_malformed_manifests_are_named(body, fmt, message):
     with pytest.raises(InvalidManifest) as err:
-        parse_manifest(body, fmt, "manifest s3://b/k")
-    assert str(err.value).startswith("manifest s3://b/k: ") and message in str(err.value)
+        parse_manifest(body, fmt, "m")
+    assert str(err.value).startswith("m") and message in str(err.value)
+
+
+def test_an_oversized_item_is_refused_without_reading_it_whole():
+    """A 10 MB item in a stream: refused by index once the unparsed text passes the bound, long
+    before the item ends (memory stays bounded)."""
+    read = []
+
+    def chunks():
+        yield b'[{"a": 1}, {"blob": "'
+        for _ in range(10_000):
+            read.append(1)
+            yield b"x" * 1024
+        yield b'"}]'
+
+    with pytest.raises(InvalidManifest, match=r"m\[1\]: item is larger than 1000 bytes"):
+        list(iter_json_array(chunks(), "m", max_item_bytes=1000))
+    assert len(read) < 100
 
 
 def test_item_checks():
-    assert check_items([{"a": 1}] * 3, max_item_bytes=100, where="items") == 3
+    assert count_items(iter([{"a": 1}] * 3), max_item_bytes=100, where="items") == 3
     with pytest.raises(InvalidManifest, match="the batch is empty"):
-        check_items([], max_item_bytes=100, where="items")
-    with pytest.raises(InvalidInput, match=r"items\[1\]: item is 108 bytes, more than 100"):
-        check_items([{}, {"blob": "x" * 97}], max_item_bytes=100, where="items")
+        count_items(iter([]), max_item_bytes=100, where="items")
+    with pytest.raises(InvalidManifest, match=r"items\[1\]: item is 108 bytes, more than 100"):
+        count_items([{}, {"blob": "x" * 97}], max_item_bytes=100, where="items")
+    with pytest.raises(InvalidManifest, match=r"items\[2\]: each item must be a JSON object, got null"):
+        count_items([{}, {}, None], max_item_bytes=100, where="items")
+
+
+def test_csv_rows_stream_line_by_line():
+    rows = iter_csv_rows(iter([b"id,na", b"me\n1,", b'"a,b"\n2,c\n']), "m")
+    assert list(rows) == [{"id": "1", "name": "a,b"}, {"id": "2", "name": "c"}]

@@ -118,7 +118,7 @@ READ_CHUNK_BYTES = 64 * 1024
 
 def _type_article(value: Any) -> str:
     name = _type_name(value)
-    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+    return name if value is None else f"an {name}" if name[0] in "aeiou" else f"a {name}"
 
 
 def check_item(item: Any, index: int, *, max_item_bytes: int, where: str) -> None:

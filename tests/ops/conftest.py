@@ -87,5 +87,7 @@ def fix_downstream(monkeypatch):
 
         assert "fanout_common.worker" in sys.modules
         monkeypatch.setattr(worker, "raise_simulated_failure", lambda task: None)
+        if "map_item_worker" in sys.modules:  # it imported the function by name
+            monkeypatch.setattr(sys.modules["map_item_worker"], "raise_simulated_failure", lambda task: None)
 
     return fix

@@ -19,10 +19,7 @@ from moto.server import ThreadedMotoServer
 from fanout.local.engine import LocalEngine
 from fanout.local.moto_fixes import serialized_dynamodb_writes
 
-OUTPUTS = {
-    "parallel": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName"),
-    "map": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName", "BatchBucketName", "LedgerTableName"),
-}
+from fanout.ops.aws import REQUIRED_OUTPUTS as OUTPUTS  # what the CLI reads of each stack
 
 
 def _is_lambda_invoke(environ: dict[str, Any]) -> bool:

@@ -260,36 +260,73 @@ def test_dlq_list_of_an_empty_queue(cli, deployment):
 
 
 # --------------------------------------------------------------------------- Map workflow
-def test_watch_of_the_map_workflow_shows_ledger_counts_and_redrive_is_refused(cli, map_deployment, tmp_path):
+def test_map_watch_shows_the_map_runs_counts_and_a_failed_batch_is_redriven(
+    cli, map_deployment, tmp_path, fix_downstream
+):
+    engine = map_deployment.engine
     path = tmp_path / "items.json"
     path.write_text(json.dumps({"batchId": "map-1", "items": [{"imageId": f"img-{i}"} for i in range(6)]}))
     run = cli("start", "--workflow", "map", str(path))
     assert run.code == 0, run.err
     watched = watch(cli, started_arn(run))
     assert watched.code == 0, watched.out
-    assert "ledger: status=COMPLETED, total=6, succeeded=6, failed=0" in watched.out
-    assert map_deployment.engine.status_record("map-1", "map")["status"] == "SUCCEEDED"
+    assert "map run items: total=6, succeeded=6, failed=0, timedOut=0, aborted=0" in watched.out
+    assert engine.status_record("map-1", "map")["status"] == "SUCCEEDED"
 
-    path.write_text(
-        json.dumps(
-            {
-                "batchId": "map-2",
-                "items": [
-                    {"imageId": f"img-{i}", **({"simulateFailure": {"mode": "fatal"}} if i == 2 else {})}
-                    for i in range(4)
-                ],
-            }
-        )
-    )
-    failed = watch(cli, started_arn(cli("start", "--workflow", "map", str(path))))
-    assert failed.code == 1 and "ledger: status=FAILED, total=4, succeeded=3, failed=1" in failed.out
+    faults = {2: {"mode": "fatal"}, 3: {"mode": "permanent"}}
+    items = [{"imageId": f"img-{i}", **({"simulateFailure": faults[i]} if i in faults else {})} for i in range(5)]
+    path.write_text(json.dumps({"batchId": "map-2", "items": items}))
+    failed_arn = started_arn(cli("start", "--workflow", "map", str(path)))
+    failed = watch(cli, failed_arn)
+    assert failed.code == 1 and "map run items: total=5, succeeded=3, failed=2" in failed.out
+    assert "python -m fanout dlq redrive --env dev --workflow map --batch map-2" in failed.out
     listed = cli("dlq", "list", "--workflow", "map", "--batch", "map-2")
-    assert listed.code == 0 and "1 message(s) of batch map-2" in listed.out
+    assert listed.code == 0 and "2 message(s) of batch map-2" in listed.out
     assert "items:     [2]" in listed.out and "error=NonRetryableTaskError" in listed.out
-    assert len(map_deployment.engine.dlq_messages("map")) == 1
 
-    refused = cli("dlq", "redrive", "--workflow", "map", "--batch", "map-1")
-    assert refused.code == 2 and "Map workflow is not supported" in refused.err
+    fix_downstream()
+    redriven = cli("dlq", "redrive", "--workflow", "map", "--batch", "map-2")
+    assert redriven.code == 0, redriven.err
+    assert "recorded failed items: 2 of 5" in redriven.out and "items: 2 item(s)" in redriven.out
+    (redrive_arn,) = re.findall(r"started redrive execution (arn:\S+)", redriven.out)
+    assert execution_input(map_deployment, redrive_arn) == {
+        "batchId": "map-2", "items": [items[2], items[3]], "redriveOf": failed_arn,
+    }
+    assert watch(cli, redrive_arn).code == 0
+    record = engine.status_record("map-2", "map")
+    assert (record["status"], record["redriveOf"], record["finalizedBy"]) == ("SUCCEEDED", failed_arn, redrive_arn)
+    assert engine.dlq_messages("map") == []
+    # running it again finds nothing left to redrive; the batch stays finalized once
+    again = cli("dlq", "redrive", "--workflow", "map", "--batch", "map-2")
+    assert again.code == 1 and "nothing to redrive" in again.err
+    assert engine.status_record("map-2", "map")["finalizedBy"] == redrive_arn
+
+
+def test_map_redrive_of_a_map_run_that_failed_as_a_whole_runs_every_item_again(cli, map_deployment, tmp_path):
+    engine = map_deployment.engine
+    body = json.dumps([{"imageId": f"img-{i}"} for i in range(3)]).encode()
+    manifest = engine.upload_manifest("manifests/gone.json", body)
+    prepare = engine.function_id("PrepareBatch", "map")
+
+    def delete_once(function, event, result):
+        if function == prepare:
+            engine.router.after_invoke = None
+            engine.client("s3").delete_object(Bucket=manifest["bucket"], Key=manifest["key"])
+
+    engine.router.after_invoke = delete_once
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"batchId": "map-3", "manifest": manifest}))
+    failed_arn = started_arn(cli("start", "--workflow", "map", str(path)))
+    assert watch(cli, failed_arn).code == 1
+    assert engine.status_record("map-3", "map")["failedItems"] == 3
+    engine.upload_manifest("manifests/gone.json", body)  # the manifest is back
+    redriven = cli("dlq", "redrive", "--workflow", "map", "--batch", "map-3")
+    assert redriven.code == 0, redriven.err
+    assert "all 3 items run again" in redriven.out
+    (redrive_arn,) = re.findall(r"started redrive execution (arn:\S+)", redriven.out)
+    assert execution_input(map_deployment, redrive_arn) == {"batchId": "map-3", "manifest": manifest, "redriveOf": failed_arn}
+    assert watch(cli, redrive_arn).code == 0
+    assert engine.status_record("map-3", "map")["status"] == "SUCCEEDED"
 
 
 # ------------------------------------------------------------------------- clear errors
