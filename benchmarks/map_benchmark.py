@@ -1,23 +1,30 @@
 """Benchmark: the Distributed Map workflow on the embedded engine for N items (not a test).
 
-    .venv/bin/python benchmarks/map_benchmark.py            # N = 100, 1,000, 10,000
-    .venv/bin/python benchmarks/map_benchmark.py 100 500    # other sizes
+    .venv/bin/python benchmarks/map_benchmark.py                     # N = 1,000, 10,000, 100,000 (prod)
+    .venv/bin/python benchmarks/map_benchmark.py --json 1000 10000   # one JSON object per N per line
+    .venv/bin/python benchmarks/map_benchmark.py --env dev 500       # another environment's batching
+    .venv/bin/python benchmarks/map_benchmark.py --prepare-memory 1000000
 
-For each N: wall time of the execution, items per second, DynamoDB write operations per item
-(counted on the emulator: each item of a TransactWriteItems is one write, as DynamoDB bills it,
-and a transaction is billed double on real DynamoDB: 2 writes = 4 WCU for 1 KB items),
-DynamoDB requests per item, parent state transitions and their share per item, child state
-transitions per item (from the ASL: the item processor's happy path, per batch of items) and the
-parent execution's history length. Retry waits are not slept; nothing fails.
+For each N (a JSON manifest in S3, nothing fails, Retry waits not slept): wall time, items per
+second, DynamoDB write operations per item (counted on the emulator: each item of a
+TransactWriteItems counts, as DynamoDB bills it), Lambda invocations per item, parent state
+transitions and history events, and transitions per item (parent's share plus the child's happy
+path per batch of ``itemsPerBatch`` items). The counts come from the map run (DescribeMapRun).
+
+``--prepare-memory N``: peak Python memory (tracemalloc) of PrepareBatch's manifest check on an
+N-item JSON manifest streamed in 64 KiB reads, against reading it whole (json.loads) as before.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "lambdas")]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
 from stacks.runtime_node import use_venv_node  # noqa: E402
 
@@ -77,13 +85,14 @@ class WriteCounter:
             setattr(DynamoDBBackend, name, original)
 
 
-def child_transitions_per_batch(app) -> int:
+def _processor(app) -> dict:
     (asl,) = state_machine_definitions(app.template("map"), app.region).values()
-    processor = asl["States"]["ProcessItems JSON"]["ItemProcessor"]
-    return happy_path_transitions(processor)
+    return asl["States"]["ProcessItems JSON"]
 
 
 def run(n: int, app) -> dict:
+    state = _processor(app)
+    per_batch = state["ItemBatcher"]["MaxItemsPerBatch"]
     with LocalEngine(app, workflows=("map",), sleep_retries=False) as engine:
         items = [{"imageId": f"img-{i}", "width": i % 1000} for i in range(n)]
         manifest = engine.upload_manifest(f"manifests/bench-{n}.json", json.dumps(items).encode())
@@ -91,35 +100,95 @@ def run(n: int, app) -> dict:
             started = time.monotonic()
             result = engine.run("map", {"batchId": f"bench-{n}", "manifest": manifest}, poll_seconds=0.5)
             seconds = time.monotonic() - started
-        ledger = engine.ledger_counts(f"bench-{n}")
-    assert result.status == "SUCCEEDED", (result.error, result.cause)
-    assert ledger["succeeded"] == n
+        counts = engine.map_run_counts(result.arn)
+        invocations = len(engine.router.invocations)
+    if result.status != "SUCCEEDED" or counts["succeeded"] != n:
+        raise SystemExit(f"N={n}: {result.status} {result.error} {result.cause} {counts}")
     parent = state_transitions(result.history)
-    child = child_transitions_per_batch(app)
     return {
         "n": n,
-        "seconds": seconds,
-        "items_per_s": n / seconds,
-        "writes_per_item": counter.writes / n,
-        "requests_per_item": sum(counter.requests.values()) / n,
+        "items_per_batch": per_batch,
+        "seconds": round(seconds, 2),
+        "items_per_s": round(n / seconds, 1),
+        "ddb_writes_per_item": counter.writes / n,
+        "ddb_requests_per_item": sum(counter.requests.values()) / n,
+        "lambda_invocations_per_item": round(invocations / n, 4),
         "parent_transitions": parent,
-        "transitions_per_item": parent / n + child,  # batch size 1 locally
-        "history": len(result.history),
-        "requests": dict(counter.requests),
+        "transitions_per_item": round(parent / n + happy_path_transitions(state["ItemProcessor"]) / per_batch, 4),
+        "parent_history_events": len(result.history),
+        "map_run_counts": counts,
     }
 
 
-def main(sizes: list[int]) -> None:
-    app = synthesize("dev")
-    print(f"{'N':>7} {'wall s':>8} {'items/s':>8} {'DDB writes/item':>16} {'DDB requests/item':>18} "
-          f"{'parent transitions':>19} {'transitions/item':>17} {'parent history':>15}")
-    for n in sizes:
+def prepare_memory(n: int) -> dict:
+    """Peak memory of the manifest check, streamed (PrepareBatch) vs read whole (before)."""
+    from fanout_common.manifest import READ_CHUNK_BYTES, count_items, iter_manifest
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write("[")
+        for i in range(n):
+            f.write(("," if i else "") + json.dumps({"imageId": f"img-{i}", "width": i % 1000, "tag": "x" * 16}))
+        f.write("]")
+    size = Path(f.name).stat().st_size
+
+    def chunks():
+        with open(f.name, "rb") as stream:
+            while piece := stream.read(READ_CHUNK_BYTES):
+                yield piece
+
+    tracemalloc.start()
+    started = time.monotonic()
+    total = count_items(iter_manifest(chunks(), "JSON", "bench", max_item_bytes=8192), max_item_bytes=8192, where="bench")
+    streamed_s = time.monotonic() - started
+    streamed_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    whole = json.loads(Path(f.name).read_bytes())
+    whole_peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    del whole
+    os.unlink(f.name)
+    assert total == n
+    return {
+        "prepare_memory_items": n,
+        "manifest_bytes": size,
+        "streamed_peak_bytes": streamed_peak,
+        "streamed_seconds": round(streamed_s, 1),
+        "whole_file_peak_bytes": whole_peak,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", nargs="*", type=int, help="item counts (default 1000 10000 100000)")
+    parser.add_argument("--env", default="prod", help="environment whose batching to use (default prod)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per N on its own line")
+    parser.add_argument("--prepare-memory", type=int, metavar="N", help="measure PrepareBatch's memory instead")
+    args = parser.parse_args(argv)
+    if args.prepare_memory:
+        r = prepare_memory(args.prepare_memory)
+        if args.json:
+            print(json.dumps(r), flush=True)
+        else:
+            mib = 1024 * 1024
+            print(f"{r['prepare_memory_items']:,} items, manifest {r['manifest_bytes'] / mib:.1f} MiB: streamed peak "
+                  f"{r['streamed_peak_bytes'] / mib:.2f} MiB in {r['streamed_seconds']} s; read whole peak "
+                  f"{r['whole_file_peak_bytes'] / mib:.0f} MiB")
+        return
+    app = synthesize(args.env)
+    if not args.json:
+        print(f"{'N':>8} {'batch':>5} {'wall s':>8} {'items/s':>8} {'DDB writes/item':>16} {'Lambda/item':>12} "
+              f"{'parent transitions':>19} {'transitions/item':>17} {'parent history':>15}")
+    for n in args.sizes or [1_000, 10_000, 100_000]:
         r = run(n, app)
-        print(f"{r['n']:>7} {r['seconds']:>8.1f} {r['items_per_s']:>8.0f} {r['writes_per_item']:>16.2f} "
-              f"{r['requests_per_item']:>18.2f} {r['parent_transitions']:>19} {r['transitions_per_item']:>17.3f} "
-              f"{r['history']:>15}", flush=True)
-        print(f"          requests by operation: {r['requests']}", flush=True)
+        if args.json:
+            print(json.dumps(r), flush=True)
+        else:
+            print(f"{r['n']:>8} {r['items_per_batch']:>5} {r['seconds']:>8.1f} {r['items_per_s']:>8.0f} "
+                  f"{r['ddb_writes_per_item']:>16.2f} {r['lambda_invocations_per_item']:>12.4f} "
+                  f"{r['parent_transitions']:>19} {r['transitions_per_item']:>17.4f} {r['parent_history_events']:>15}",
+                  flush=True)
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [100, 1_000, 10_000])
+    main()

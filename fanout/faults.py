@@ -3,6 +3,7 @@
 ``--fail TASK=transient:K`` the task raises RetryableTaskError on its first K attempts;
 ``--fail TASK=permanent``   it fails every attempt (retries exhaust, DLQ);
 ``--fail TASK=fatal``       it raises NonRetryableTaskError (no retry, DLQ);
+``--fail TASK=hang``        it runs past its function's timeout (Lambda: Sandbox.Timedout);
 ``--lambda-fault FUNCTION=ServiceException:K`` the Lambda service itself rejects the next K
 invokes of that function (TASK name, ValidateInput or UpdateFinalStatus);
 ``--dlq-send-failures K``   the next K SendMessage calls to the DLQ fail.
@@ -43,10 +44,10 @@ class TaskFault:
 
 
 def parse_task_fault(text: str) -> TaskFault:
-    m = re.fullmatch(r"([A-Za-z0-9]+)=(transient(?::(\d+))?|permanent|fatal)", text)
+    m = re.fullmatch(r"([A-Za-z0-9]+)=(transient(?::(\d+))?|permanent|fatal|hang)", text)
     if not m:
         raise FaultSpecError(
-            f"--fail {text!r}: expected TASK=transient:K, TASK=permanent or TASK=fatal"
+            f"--fail {text!r}: expected TASK=transient:K, TASK=permanent, TASK=fatal or TASK=hang"
         )
     mode = m.group(2).split(":")[0]
     return TaskFault(m.group(1), mode, int(m.group(3) or 1))
@@ -75,11 +76,11 @@ def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) 
 
 
 def parse_item_fault(text: str) -> tuple[int, TaskFault]:
-    """``INDEX=MODE`` for a Map item: ``7=permanent``, ``3=transient:2``, ``0=fatal``."""
-    m = re.fullmatch(r"(\d+)=(transient(?::(\d+))?|permanent|fatal)", text)
+    """``INDEX=MODE`` for a Map item: ``7=permanent``, ``3=transient:2``, ``0=fatal``, ``5=hang``."""
+    m = re.fullmatch(r"(\d+)=(transient(?::(\d+))?|permanent|fatal|hang)", text)
     if not m:
         raise FaultSpecError(
-            f"--fail-item {text!r}: expected INDEX=transient:K, INDEX=permanent or INDEX=fatal"
+            f"--fail-item {text!r}: expected INDEX=transient:K, INDEX=permanent, INDEX=fatal or INDEX=hang"
         )
     return int(m.group(1)), TaskFault(f"item-{m.group(1)}", m.group(2).split(":")[0], int(m.group(3) or 1))
 

@@ -40,6 +40,7 @@ from fanout.local.moto_fixes import (
     MapChildren,
     aws_sdk_integration_casing,
     cached_interpreter_clients,
+    cached_json_paths,
     distributed_map_children,
     iterative_map_workers,
     serialized_dynamodb_writes,
@@ -238,6 +239,7 @@ class LocalEngine:
         self._exit.enter_context(iterative_map_workers())
         self._exit.enter_context(distributed_map_children(self.map_children))
         self._exit.enter_context(aws_sdk_integration_casing())
+        self._exit.enter_context(cached_json_paths())
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
