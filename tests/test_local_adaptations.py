@@ -1,5 +1,6 @@
 """The local engine's definition adaptations and emulator fixes are visible, exact and tested."""
 
+import json
 import threading
 
 import boto3
@@ -106,3 +107,72 @@ def test_iterative_map_worker_replaces_the_recursive_one_and_is_restored():
     with iterative_map_workers():
         assert module.DistributedItemProcessorWorker._eval_pool is _iterative_eval_pool
     assert module.DistributedItemProcessorWorker._eval_pool is original
+
+
+def test_distributed_maps_reports_batching_and_child_type():
+    from fanout.local.adapt import DistributedMapRules, distributed_maps
+
+    import copy
+
+    distributed = copy.deepcopy(MAP)
+    assert distributed["States"]["M"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert distributed_maps(distributed) == {"M": DistributedMapRules(items_per_batch=20, express=True)}
+    distributed["States"]["M"]["ItemProcessor"]["ProcessorConfig"]["ExecutionType"] = "STANDARD"
+    del distributed["States"]["M"]["ItemBatcher"]
+    assert distributed_maps(distributed) == {"M": DistributedMapRules(items_per_batch=None, express=False)}
+    inline = {"StartAt": "I", "States": {"I": {"Type": "Map", "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}}, "End": True}}}
+    assert distributed_maps(inline) == {}
+
+
+class _FakeChild:
+    def __init__(self):
+        self.timed_out = 0
+
+    def set_timed_out(self):
+        self.timed_out += 1
+
+
+def test_child_clock_stops_an_express_child_once_over_its_limit():
+    """Recorded (not slept) retry waits and simulated function timeouts count toward the Express
+    limit; past it the child is stopped once, and the reason names what was charged."""
+    from fanout.local.engine import ChildClock
+
+    clock = ChildClock(limit_seconds=300)
+    child = _FakeChild()
+    clock.start("child-1", child)
+    clock.charge("child-1", 120, "retry waits")
+    clock.charge("child-1", 150, "functions hung until their timeout")
+    assert child.timed_out == 0
+    clock.charge("child-1", 40, "retry waits")
+    clock.charge("child-1", 5, "retry waits")
+    assert child.timed_out == 1
+    reason = clock.end("child-1")
+    assert reason.startswith("Express child stopped at the 300 s limit: ran 31")
+    assert "retry waits 160 s" in reason and "functions hung until their timeout 150 s" in reason
+    clock.charge("unknown-child", 999, "retry waits")  # not an Express child: nothing to stop
+    assert clock.end("child-1") is None
+
+
+def test_dead_letter_messages_skip_children_that_dead_lettered_themselves():
+    from lambdas.fanout_common.map_results import dead_letter_messages, result_file_keys
+
+    manifest = {"ResultFiles": {"FAILED": [{"Key": "r/FAILED_0.json"}], "SUCCEEDED": [{"Key": "r/SUCCEEDED_0.json"}], "PENDING": []}}
+    assert result_file_keys(manifest) == ["r/FAILED_0.json"]
+
+    def entry(status, error, indexes):
+        items = [{"index": i, "item": {"n": i}} for i in indexes]
+        return {"ExecutionArn": f"child-{indexes[0]}", "Status": status, "Error": error, "Cause": "why",
+                "Input": json.dumps({"Items": items, "BatchInput": {}}), "StopDate": "t"}
+
+    entries = [
+        entry("FAILED", "ItemsDeadLettered", [0, 1]),  # reached its own DLQ step: only counted
+        entry("TIMED_OUT", "States.Timeout", [2, 3]),
+        entry("FAILED", "DeadLetterSendFailed", [4]),
+        entry("ABORTED", None, [5]),
+        entry("SUCCEEDED", None, [6]),
+    ]
+    messages = list(dead_letter_messages(entries, batch_id="b", task="ProcessItem", execution_arn="parent"))
+    assert [[i["index"] for i in m["items"]] for m in messages] == [[2, 3], [4], [5]]
+    assert [m["childStatus"] for m in messages] == ["TIMED_OUT", "FAILED", "ABORTED"]
+    assert messages[2]["error"] == "States.Aborted" and messages[2]["cause"] == "why"
+    assert all(m["executionArn"] == "parent" and m["batchId"] == "b" for m in messages)
