@@ -293,6 +293,7 @@ class MapChildren:
     on_end: Any = None
 
 
+_CHILDREN_LOCK = threading.Lock()
 _RESULTS_PER_FILE = 1000  # AWS splits result files by size; locally by count, to keep files small
 
 
@@ -362,6 +363,7 @@ def _child_eval_job(rules: MapChildren):
         record.execution_counter.running.count()
         child = ChildRecord(arn=child_arn, name=child_name, input=None, start=execution["StartTime"], items=n)
         timed_out = None
+        clocked = rules.on_start is not None and self._work_name in rules.express
         try:
             if batch is None:
                 env.states.context_object.context_object_data["Map"] = MapData(
@@ -386,11 +388,11 @@ def _child_eval_job(rules: MapChildren):
             child.input = env.states.get_input()
             # (the ItemSelector and BatchInput saw the parent's $$.Execution; the child has its own)
             env.states.context_object.context_object_data["Execution"] = execution
-            if rules.on_start and self._work_name in rules.express:
+            if clocked:
                 rules.on_start(child_arn, env)
             job.job_program.eval(env)
-            if rules.on_end and self._work_name in rules.express:
-                timed_out = rules.on_end(child_arn)
+            if clocked:
+                timed_out, clocked = rules.on_end(child_arn), False
             state = env.program_state()
             if timed_out or isinstance(state, ProgramTimedOut):
                 child.status, child.error = "TIMED_OUT", "States.Timeout"
@@ -405,6 +407,8 @@ def _child_eval_job(rules: MapChildren):
         except Exception as exc:  # noqa: BLE001 - as moto does: the child failed
             child.status, child.error, child.cause = "FAILED", "States.Runtime", f"{type(exc).__name__}: {exc}"
         finally:
+            if clocked:
+                rules.on_end(child_arn)  # (the child failed before its clock was read)
             child.stop = _now()
             counter_name = {"SUCCEEDED": "succeeded", "FAILED": "failed", "TIMED_OUT": "timed_out", "ABORTED": "aborted"}[
                 child.status if child.status != "RUNNING" else "FAILED"
@@ -416,7 +420,7 @@ def _child_eval_job(rules: MapChildren):
             if child.status == "SUCCEEDED":
                 _count(record.item_counter, "results_written", n)
                 record.execution_counter.results_written.count()
-            with _LOCK:
+            with _CHILDREN_LOCK:
                 record.__dict__.setdefault("local_children", []).append(child)
             job.job_output = child.output
 

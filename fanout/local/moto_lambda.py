@@ -140,8 +140,9 @@ class LambdaRouter:
             if self.after_invoke:
                 self.after_invoke(name, event, result)
         except FunctionTimedOut:
-            # What Lambda answers when a function outlives its timeout; Step Functions names the
-            # error Sandbox.Timedout. No real waiting: the child's clock is charged the timeout.
+            # What Lambda answers when a function outlives its timeout ("Task timed out after N
+            # seconds", error type Sandbox.Timedout in Lambda's troubleshooting guide). No real
+            # waiting: the Express child's clock is charged the function's timeout instead.
             if self.on_hang:
                 self.on_hang(event, float(fn.timeout_s))
             error_type = "Sandbox.Timedout"
