@@ -185,3 +185,26 @@ def test_batch_data_bucket_is_private_encrypted_tls_only_and_expires(env):
     policies = [p for p in resources_of_type(template, "AWS::S3::BucketPolicy").values() if p["Properties"]["Bucket"] == {"Ref": data_id}]
     (policy,) = policies
     assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def test_an_express_child_over_budget_is_refused_at_synth():
+    """The environment's own retries with a 60 s worker can outlast AWS's 5-minute Express limit:
+    the app refuses to build and names the settings to change (app.py prints it on one line)."""
+    import copy
+
+    from stacks.app_builder import build_app
+    from stacks.config import ConfigError
+
+    context = copy.deepcopy(CONTEXT)
+    dev_map = context["fanout:environments"]["dev"]["map"]
+    dev_map["workerTimeoutSeconds"] = 60
+    del dev_map["retry"]
+    with pytest.raises(ConfigError) as refused:
+        build_app("dev", context=context)
+    message = str(refused.value)
+    assert message.startswith("ProcessItems ") and "an EXPRESS child can run" in message
+    assert "over the 300 s Express limit" in message
+    assert "context.fanout:environments.dev.map.workerTimeoutSeconds" in message
+    assert "context.fanout:environments.dev.map.childExecutionType to STANDARD" in message
+    dev_map["childExecutionType"] = "STANDARD"  # the other way out: no 5-minute limit
+    build_app("dev", context=context)
