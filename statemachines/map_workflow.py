@@ -15,7 +15,6 @@ work happens in its own child execution, and results go to S3 (ResultWriter).
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -55,7 +54,6 @@ def _item_processor(
             "executionArn.$": "$$.Execution.Id",
         },
         comment=cfg.map_worker.description,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.map.worker_timeout_seconds)),
         result_selector={"processed.$": "$.Payload.processed"},
     )
     add_task_retries(process, cfg.map_worker)

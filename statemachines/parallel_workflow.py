@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
@@ -64,7 +63,6 @@ def _branch(
             "executionArn.$": "$$.Execution.Id",
         },
         comment=spec.description,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.task_timeout_seconds)),
         result_selector={"task": name, "status": SUCCEEDED, "output.$": "$.Payload"},
     )
     add_task_retries(run, spec)

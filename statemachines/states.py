@@ -33,7 +33,31 @@ def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
     )
 
 
+# How much longer a Lambda task state waits than the function may run. Step Functions' task timeout
+# covers the whole Invoke call: the function's init phase (up to 10 s on demand, not counted in the
+# function's own timeout), its run (up to the function timeout) and the call's own latency. A
+# state timeout equal to the function timeout can fire while the function is still finishing
+# successfully: the task then fails States.Timeout and is retried or dead-lettered although its
+# work was done. The margin keeps the state from timing out before the function does.
+TASK_TIMEOUT_MARGIN_SECONDS = 30
+LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # a function created without a timeout
+
+
+def task_timeout_for(fn: lambda_.IFunction) -> int:
+    """The TimeoutSeconds of a task state invoking ``fn``: its timeout plus the margin."""
+    timeout = getattr(fn, "timeout", None)
+    seconds = int(timeout.to_seconds()) if timeout is not None else LAMBDA_DEFAULT_TIMEOUT_SECONDS
+    return seconds + TASK_TIMEOUT_MARGIN_SECONDS
+
+
 def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict, **kw) -> tasks.LambdaInvoke:
+    """Every Lambda task of the kit: the Invoke integration with a task timeout derived from the
+    function's own (``task_timeout_for``), never set by hand."""
+    if "task_timeout" in kw or "timeout" in kw:
+        raise ValueError(
+            f"{state_id}: the task timeout is derived from the function's timeout "
+            f"(+{TASK_TIMEOUT_MARGIN_SECONDS} s); set the function's timeout instead"
+        )
     return tasks.LambdaInvoke(
         scope,
         state_id,
@@ -43,6 +67,7 @@ def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict
         # as Lambda.ServiceException etc., which the Retry rules below match.
         payload_response_only=False,
         retry_on_service_exceptions=False,  # our own Retry rules below, from configuration
+        task_timeout=sfn.Timeout.duration(Duration.seconds(task_timeout_for(fn))),
         **kw,
     )
 

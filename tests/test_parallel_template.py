@@ -8,6 +8,7 @@ from lambdas.fanout_common import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
 from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
+from statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
 
@@ -39,7 +40,7 @@ def test_each_task_has_its_configured_retry_and_a_catch_to_the_dlq(env):
             task.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
             task.retryable.to_asl([errors.RETRYABLE]),
         ]
-        assert run["TimeoutSeconds"] == cfg.task_timeout_seconds
+        assert run["TimeoutSeconds"] == cfg.task_timeout_seconds + TASK_TIMEOUT_MARGIN_SECONDS
         assert run["Catch"] == [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": f"DeadLetter {task.name}"}
         ]
