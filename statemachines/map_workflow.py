@@ -32,7 +32,14 @@ from statemachines.retry_policy import (
     LAMBDA_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
 )
-from statemachines.states import add_task_retries, finalize_or_fail, input_check, invoke, retry_props
+from statemachines.states import (
+    add_task_retries,
+    finalize_or_fail,
+    finished_batch_check,
+    input_check,
+    invoke,
+    retry_props,
+)
 
 COMPLETED = "COMPLETED"
 FORMATS = ("JSON", "CSV")
@@ -214,4 +221,7 @@ def build_map_workflow(
         .when(sfn.Condition.string_equals("$.manifest.format", "CSV"), maps["CSV"])
         .otherwise(maps["JSON"])
     )
-    return prepare_state.next(fmt_choice)
+    # A duplicate start of a finished batch ends here (the Map workflow has no redrive input).
+    return prepare_state.next(
+        finished_batch_check(scope, cfg=cfg, status_table=status_table, proceed=fmt_choice, redrive_path=None)
+    )
