@@ -90,6 +90,9 @@ class EnvironmentConfig:
     task_timeout_seconds: int
     execution_timeout_minutes: int
     powertools_layer_version: int
+    # Step Functions logs at level ALL; with execution data the logs carry every state's input and
+    # output (customer e-mails, amounts): on for debugging in dev, off in prod.
+    include_execution_data: bool
     dlq_send_retry: RetrySettings
     status_write_retry: RetrySettings
     alarms: AlarmThresholds
@@ -115,6 +118,13 @@ def _int(env: Mapping[str, Any], key: str, where: str, low: int = 1) -> int:
     value = env.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ConfigError(f"{where}.{key}: must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _bool(env: Mapping[str, Any], key: str, where: str) -> bool:
+    value = env.get(key)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key}: must be true or false, got {value!r}")
     return value
 
 
@@ -228,6 +238,7 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         task_timeout_seconds=_int(env, "taskTimeoutSeconds", where),
         execution_timeout_minutes=_int(env, "executionTimeoutMinutes", where),
         powertools_layer_version=_int(env, "powertoolsLayerVersion", where),
+        include_execution_data=_bool(env, "includeExecutionData", where),
         dlq_send_retry=retry["dlqSend"],
         status_write_retry=retry["statusWrite"],
         alarms=alarms,

@@ -41,6 +41,7 @@ class WorkflowStack(Stack):
             definition=definition,
             invoked_functions=list(functions.values()),
             comment=comment,
+            workflow=self.workflow,
         )
         self.state_machine = self.workflow_construct.state_machine
         # Executions that end outside the workflow's own verdict leave a record and a DLQ message.

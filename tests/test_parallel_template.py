@@ -163,7 +163,12 @@ def test_state_machine_logs_everything_and_traces(env):
     cfg, template, _ = env
     (sm,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
     assert sm["Properties"]["TracingConfiguration"] == {"Enabled": True}
-    assert sm["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+    logging = sm["Properties"]["LoggingConfiguration"]
+    assert logging["Level"] == "ALL"
+    assert logging["IncludeExecutionData"] is cfg.include_execution_data
+    (group_id,) = [d["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0] for d in logging["Destinations"]]
+    name = template["Resources"][group_id]["Properties"]["LogGroupName"]
+    assert name == f"/aws/vendedlogs/states/{cfg.stack_prefix}-parallel"
     for fn in resources_of_type(template, "AWS::Lambda::Function").values():
         assert fn["Properties"]["TracingConfig"] == {"Mode": "Active"}
         assert fn["Properties"]["Runtime"] == "python3.13"
