@@ -10,6 +10,9 @@ What the local run adapts, all here and all visible:
   documented "Step Functions Execution Status Change" event and delivers it to the Lambda target of
   every ``AWS::Events::Rule`` of the stack whose pattern matches (``deliveries`` records each), as
   EventBridge would (in AWS, best effort and asynchronous; here once, before ``wait`` returns).
+* IAM: every AWS call a handler or the state machine makes is recorded (``iam_calls``) and
+  ``iam_report()`` evaluates each against the synthesized policies of the role making it
+  (``fanout/local/iam.py``); moto itself enforces no IAM.
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
 
@@ -190,6 +193,7 @@ class LocalEngine:
         sleep_retries: bool = True,
         quiet: bool = True,
         endpoint_url: str | None = None,
+        record_calls: bool = True,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -207,6 +211,8 @@ class LocalEngine:
         self.adaptations: list[str] = []  # what adapt_for_moto changed, per state
         self._shared_env: dict[str, str] = {}
         self.endpoint_url = endpoint_url.rstrip("/") if endpoint_url else None
+        self.record_calls = record_calls
+        self.iam_calls: list[Any] = []  # fanout.local.iam.Call, while recording
         self.deliveries: list[dict[str, Any]] = []  # EventBridge events delivered to rule targets
         self._delivered: set[str] = set()
 
@@ -224,6 +230,10 @@ class LocalEngine:
         self._exit.enter_context(serialized_dynamodb_writes())
         self._exit.enter_context(cached_interpreter_clients())
         self._exit.enter_context(iterative_map_workers())
+        if self.record_calls:
+            from fanout.local.iam import CallRecorder
+
+            self.iam_calls = self._exit.enter_context(CallRecorder()).calls
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
@@ -509,6 +519,16 @@ class LocalEngine:
             history=self.history(execution_arn),
             seconds=time.monotonic() - started,
         )
+
+    def iam_report(self):
+        """Every recorded call evaluated against its role's synthesized policies, and the grants
+        no call used (``fanout.local.iam.IamReport``)."""
+        from fanout.local.iam import check, stack_principals
+
+        principals = {}
+        for workflow in self.workflows:
+            principals.update(stack_principals(workflow, self.app.template(workflow), self.region))
+        return check(list(self.iam_calls), principals)
 
     def _deliver_status_change(self, described: Mapping[str, Any]) -> None:
         """What EventBridge does when an execution ends: the status-change event to every

@@ -120,6 +120,8 @@ class LambdaRouter:
                 self.invocations.append(InvocationRecord(name, event, f"Lambda.{fault}"))
             raise _service_error(fault)
         context = LambdaContext(fn, self.region, self.account)
+        running = _RUNNING.__dict__.setdefault("stack", [])
+        running.append(name)
         try:
             result = self._handler(fn)(event, context)
             error_type = None
@@ -135,6 +137,8 @@ class LambdaRouter:
                     "stackTrace": traceback.format_tb(exc.__traceback__),
                 }
             )
+        finally:
+            running.pop()
         with self._lock:
             self.invocations.append(InvocationRecord(name, event, error_type))
         if fault:  # "after": the work happened, the response is lost
@@ -145,6 +149,15 @@ class LambdaRouter:
 def _service_error(code: str) -> LambdaServiceError:
     status = 429 if code == "TooManyRequestsException" else 500
     return LambdaServiceError(code, f"injected Lambda service fault {code}", status)
+
+
+_RUNNING = threading.local()
+
+
+def current_function() -> str | None:
+    """The function whose handler this thread is running (innermost), or None."""
+    stack = getattr(_RUNNING, "stack", None)
+    return stack[-1] if stack else None
 
 
 _ACTIVE: list[LambdaRouter] = []

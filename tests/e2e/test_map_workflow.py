@@ -9,6 +9,7 @@ import pytest
 
 from fanout.local.engine import LocalEngine
 from fanout.local.history import states_entered, task_attempts
+from tests.e2e.conftest import assert_no_denied_calls
 from lambdas.fanout_common.ledger import Ledger, Outcome
 from lambdas.fanout_common.worker import SIMULATE_KEY
 
@@ -17,6 +18,7 @@ from lambdas.fanout_common.worker import SIMULATE_KEY
 def map_engine(dev_app):
     with LocalEngine(dev_app, workflows=("map",), sleep_retries=False) as local:
         yield local
+        assert_no_denied_calls(local)
 
 
 def items(n, **faults):
