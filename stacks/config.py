@@ -77,6 +77,9 @@ class MapSettings:
     max_inline_items: int  # more than this must come as an S3 manifest
     results_retention_days: int  # lifecycle of manifests and ResultWriter output in S3
     worker_timeout_seconds: int
+    # Optional: reserved concurrency of the Map worker function, so one batch at high
+    # MaxConcurrency cannot take the account's whole Lambda concurrency (None: unreserved).
+    worker_reserved_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
 def _map_settings(raw: Any, where: str) -> MapSettings:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: must be an object with {', '.join([*MAP_INT_FIELDS, 'childExecutionType'])}")
-    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType"})
+    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType", "workerReservedConcurrency"})
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
     values: dict[str, Any] = {}
@@ -185,7 +188,17 @@ def _map_settings(raw: Any, where: str) -> MapSettings:
     kind = raw.get("childExecutionType")
     if kind not in ("EXPRESS", "STANDARD"):
         raise ConfigError(f"{where}.childExecutionType: must be EXPRESS or STANDARD, got {kind!r}")
-    return MapSettings(child_execution_type=kind, **values)
+    reserved = raw.get("workerReservedConcurrency")
+    if reserved is not None and (not isinstance(reserved, int) or isinstance(reserved, bool) or reserved < 1):
+        raise ConfigError(
+            f"{where}.workerReservedConcurrency: must be a whole number >= 1 (or absent: unreserved), got {reserved!r}"
+        )
+    if reserved is not None and reserved < values["max_concurrency"]:
+        raise ConfigError(
+            f"{where}.workerReservedConcurrency: {reserved} is below maxConcurrency "
+            f"{values['max_concurrency']}: children would be throttled; raise it or lower maxConcurrency"
+        )
+    return MapSettings(child_execution_type=kind, worker_reserved_concurrency=reserved, **values)
 
 
 def load_environment(context: Mapping[str, Any], name: str | None) -> EnvironmentConfig:

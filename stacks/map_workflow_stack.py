@@ -46,6 +46,7 @@ class MapWorkflowStack(WorkflowStack):
         self.worker = function(
             "ProcessItem", cfg.map_worker.handler, cfg.map_worker.description, cfg.map_worker.name,
             timeout_seconds=cfg.map.worker_timeout_seconds,
+            reserved_concurrency=cfg.map.worker_reserved_concurrency,
         ).function
         self.record_failures = function(
             "RecordItemFailures", "record_item_failures.handler",

@@ -90,3 +90,18 @@ def test_include_execution_data_must_be_a_boolean():
     context["fanout:environments"]["dev"]["includeExecutionData"] = "no"
     with pytest.raises(ConfigError, match=r"dev\.includeExecutionData: must be true or false"):
         load_environment(context, "dev")
+
+
+def _with_map(**changes):
+    context = copy.deepcopy(CONTEXT)
+    context["fanout:environments"]["prod"]["map"].update(changes)
+    return context
+
+
+def test_map_worker_reserved_concurrency_is_optional_and_checked():
+    assert load_environment(CONTEXT, "prod").map.worker_reserved_concurrency is None
+    assert load_environment(_with_map(workerReservedConcurrency=600), "prod").map.worker_reserved_concurrency == 600
+    with pytest.raises(ConfigError, match=r"prod\.map\.workerReservedConcurrency: 100 is below maxConcurrency 500"):
+        load_environment(_with_map(workerReservedConcurrency=100), "prod")
+    with pytest.raises(ConfigError, match=r"workerReservedConcurrency: must be a whole number"):
+        load_environment(_with_map(workerReservedConcurrency=True), "prod")

@@ -145,3 +145,25 @@ def test_batch_data_bucket_is_private_encrypted_tls_only_and_expires(env):
     policies = [p for p in resources_of_type(template, "AWS::S3::BucketPolicy").values() if p["Properties"]["Bucket"] == {"Ref": data_id}]
     (policy,) = policies
     assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def test_the_map_worker_gets_the_configured_reserved_concurrency(tmp_path):
+    import copy
+
+    from aws_cdk import App, Environment, assertions
+
+    from stacks.config import load_environment, read_cdk_context
+    from stacks.map_workflow_stack import MapWorkflowStack
+
+    context = copy.deepcopy(read_cdk_context())
+    context["fanout:environments"]["dev"]["map"]["workerReservedConcurrency"] = 25
+    cfg = load_environment(context, "dev")
+    stack = MapWorkflowStack(App(outdir=str(tmp_path)), "M", cfg=cfg, env=Environment(region=cfg.region))
+    template = assertions.Template.from_stack(stack).to_json()
+    reserved = {
+        r["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: r["Properties"].get("ReservedConcurrentExecutions")
+        for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"
+        and "POWERTOOLS_SERVICE_NAME" in r["Properties"].get("Environment", {}).get("Variables", {})
+    }
+    assert reserved.pop(cfg.map_worker.name) == 25
+    assert set(reserved.values()) == {None}
