@@ -115,6 +115,7 @@ def test_function_grants_are_narrow(env):
     by_service = {
         fn["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: fn
         for fn in resources_of_type(template, "AWS::Lambda::Function").values()
+        if "Environment" in fn["Properties"]  # not CDK's auto-delete provider (dev)
     }
     ledger_id = [lid for lid in resources_of_type(template, "AWS::DynamoDB::Table") if lid.startswith("Ledger")][0]
     for service in ("PrepareBatch", "ProcessItem", "RecordItemFailures", "DecideBatch"):
@@ -167,3 +168,14 @@ def test_the_map_worker_gets_the_configured_reserved_concurrency(tmp_path):
     }
     assert reserved.pop(cfg.map_worker.name) == 25
     assert set(reserved.values()) == {None}
+
+
+@pytest.mark.parametrize("env_name", ENVIRONMENTS)
+def test_the_buckets_are_emptied_on_deletion_only_where_data_is_destroyed(synthesized, env_name):
+    cfg = load_environment(read_cdk_context(), env_name)
+    template = synthesized(env_name).template("map")
+    buckets = resources_of_type(template, "AWS::S3::Bucket")
+    emptied = {r["Properties"]["BucketName"]["Ref"] for r in resources_of_type(template, "Custom::S3AutoDeleteObjects").values()}
+    assert emptied == (set() if cfg.retain_data else set(buckets))
+    for bucket in buckets.values():
+        assert bucket["DeletionPolicy"] == ("Retain" if cfg.retain_data else "Delete")

@@ -261,6 +261,7 @@ class Principal:
     logical_id: str  # the function's / state machine's logical id
     role: str  # the role's logical id
     documents: list[dict[str, Any]]
+    managed: list[Any] = field(default_factory=list)  # managed policy ARNs: not read, never allow
     calls: list[tuple[Call, Permission | None, str]] = field(default_factory=list)  # (call, permission, decision)
 
 
@@ -268,19 +269,23 @@ def stack_principals(stack: str, template: Mapping[str, Any], region: str) -> di
     """(kind, logical id) -> Principal for every function and state machine of a template."""
     resolve = make_resolver(*local_names(template, region), region)
     policies_by_role: dict[str, list[dict[str, Any]]] = {}
+    managed_by_role: dict[str, list[Any]] = {}
     for res in resources_of_type(template, "AWS::IAM::Policy").values():
         for role in res["Properties"].get("Roles", []):
             policies_by_role.setdefault(role["Ref"], []).append(resolve(res["Properties"]["PolicyDocument"]))
     for lid, res in resources_of_type(template, "AWS::IAM::Role").items():
         for inline in res["Properties"].get("Policies", []):
             policies_by_role.setdefault(lid, []).append(resolve(inline["PolicyDocument"]))
-        if res["Properties"].get("ManagedPolicyArns"):
-            raise ValueError(f"{stack}: role {lid} has managed policies, which this check cannot read")
+        # Managed policies (CDK's own custom-resource providers use AWSLambdaBasicExecutionRole)
+        # are not read: a call that needs one is reported denied (fail closed).
+        managed_by_role[lid] = list(res["Properties"].get("ManagedPolicyArns", []))
     out: dict[tuple[str, str], Principal] = {}
     for lid, res in resources_of_type(template, "AWS::Lambda::Function").items():
         role = res["Properties"]["Role"]["Fn::GetAtt"][0]
         label = res["Properties"].get("Environment", {}).get("Variables", {}).get("POWERTOOLS_SERVICE_NAME", lid)
-        out[("function", lid)] = Principal(stack, label, lid, role, policies_by_role.get(role, []))
+        out[("function", lid)] = Principal(
+            stack, label, lid, role, policies_by_role.get(role, []), managed_by_role.get(role, [])
+        )
     for lid, res in resources_of_type(template, "AWS::StepFunctions::StateMachine").items():
         role = res["Properties"]["RoleArn"]["Fn::GetAtt"][0]
         out[("stateMachine", lid)] = Principal(stack, STATE_MACHINE, lid, role, policies_by_role.get(role, []))
