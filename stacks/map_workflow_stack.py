@@ -63,6 +63,12 @@ class MapWorkflowStack(WorkflowStack):
                 resources=[self.bucket.arn_for_objects(f"{MANIFEST_PREFIX}*")],
             )
         )
+        # s3:ListBucket on the bucket: without it S3 answers a GetObject of a missing key with 403
+        # AccessDenied instead of 404 NoSuchKey, and PrepareBatch could not name the missing
+        # manifest (GetObject API reference, "Permissions"). moto answers 404 either way.
+        self.prepare.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn])
+        )
         for fn in (self.prepare, self.worker, self.record_failures, self.decide):
             self.ledger.grant_record(fn)
         self.decide.add_to_role_policy(

@@ -137,3 +137,17 @@ def test_iam_report_finds_no_denied_call_and_a_reason_for_every_unused_grant(dev
     assert any(a == "dynamodb:GetItem" and d == "Allow" for a, _, d in parallel_sm)  # the duplicate-start read
     guard = summary.roles[("parallel", "RecordExecutionFailure")].calls
     assert {a for a, _, _ in guard} == {"dynamodb:UpdateItem", "sqs:SendMessage"}
+
+
+def test_prepare_batch_may_list_the_bucket_so_a_missing_manifest_is_a_404(dev_app):
+    """AWS behaviour moto does not show: without s3:ListBucket, GetObject of a missing key is 403."""
+    from fanout.local.iam import stack_principals
+    from fanout.local.template import resources_of_type
+
+    template = dev_app.template("map")
+    principals = stack_principals("map", template, dev_app.region)
+    (prepare,) = [p for p in principals.values() if p.label == "PrepareBatch"]
+    (bucket_id,) = [lid for lid, r in resources_of_type(template, "AWS::S3::Bucket").items() if "LoggingConfiguration" in r["Properties"]]
+    from fanout.local.template import bucket_name
+
+    assert evaluate(prepare.documents, Request("s3:ListBucket", f"arn:aws:s3:::{bucket_name(bucket_id)}")) == "Allow"

@@ -125,7 +125,7 @@ def test_function_grants_are_narrow(env):
         expected = ["dynamodb:PutItem", "dynamodb:UpdateItem"] + (["dynamodb:GetItem"] if service == "DecideBatch" else [])
         assert ddb == sorted(expected), service
         s3_actions = [a for a in actions if a.startswith("s3:")]
-        assert s3_actions == (["s3:GetObject", "s3:PutObject"] if service == "PrepareBatch" else []), service
+        assert s3_actions == (["s3:GetObject", "s3:ListBucket", "s3:PutObject"] if service == "PrepareBatch" else []), service
         for s in role_statements(template, role):
             if any(a.startswith("dynamodb:") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])):
                 assert s["Resource"] == {"Fn::GetAtt": [ledger_id, "Arn"]}
