@@ -146,3 +146,13 @@ def test_bad_input_fails_with_a_named_error_and_marks_nothing(map_engine, input_
     assert result.status == "FAILED" and result.error == "InvalidInput"
     assert message in json.loads(result.cause)["errorMessage"]
     _nothing_marked(map_engine, "m-bad-input")
+
+
+def test_a_duplicate_start_of_a_finished_batch_processes_no_item(map_engine):
+    first = run(map_engine, "m-twice", items=items(3))
+    second = run(map_engine, "m-twice", items=items(3))
+    assert (first.status, second.status) == ("SUCCEEDED", "SUCCEEDED")
+    assert second.output["finalStatus"] == {"outcome": "ALREADY_FINALIZED", "finalizedBy": first.arn}
+    entered = states_entered(second.history)
+    assert "AlreadyFinalized" in entered
+    assert not any(s.startswith(("ProcessItems", "UpdateFinalStatus")) for s in entered)
