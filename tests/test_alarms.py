@@ -2,6 +2,7 @@
 
 import pytest
 
+from fanout.local.iam_policy import Request, evaluate
 from fanout.local.template import resources_of_type
 from stacks.config import load_environment, read_cdk_context
 from tests.conftest import ENVIRONMENTS
@@ -83,46 +84,10 @@ def _resolve(value, refs):
     return value
 
 
-def _like(pattern: str, value: str) -> bool:
-    import fnmatch
-
-    return fnmatch.fnmatchcase(value, pattern)
-
-
-def _as_list(v):
-    return v if isinstance(v, list) else [v]
-
-
-CONDITION_OPERATORS = {
-    "StringEquals": lambda want, got: got in want,
-    "StringLike": lambda want, got: any(_like(w, got) for w in want),
-    "ArnEquals": lambda want, got: got in want,
-    "ArnLike": lambda want, got: any(_like(w, got) for w in want),
-    "Bool": lambda want, got: got.lower() in [w.lower() for w in want],
-}
-
-
-def _statement_matches(st, *, principal, action, resource, context) -> bool:
-    p = st.get("Principal")
-    if p != "*" and principal not in _as_list((p or {}).get("Service", [])):
-        return False
-    if not any(_like(a.lower(), action.lower()) for a in _as_list(st["Action"])):
-        return False
-    if not any(_like(r, resource) for r in _as_list(st["Resource"])):
-        return False
-    for op, keys in st.get("Condition", {}).items():
-        check = CONDITION_OPERATORS[op]  # an operator this check does not know fails loudly
-        for key, want in keys.items():
-            if key not in context or not check(_as_list(want), context[key]):
-                return False
-    return True
-
-
-def resource_policy_allows(document, **request) -> bool:
-    statements = _as_list(document["Statement"])
-    if any(st["Effect"] == "Deny" and _statement_matches(st, **request) for st in statements):
-        return False
-    return any(st["Effect"] == "Allow" and _statement_matches(st, **request) for st in statements)
+def resource_policy_allows(document, *, principal, action, resource, context) -> bool:
+    """The same evaluator the IAM check uses (fanout/local/iam_policy.py), for a service principal."""
+    request = Request(action, resource, principal_service=principal, context=context)
+    return evaluate([document], request) == "Allow"
 
 
 def undeliverable_alarms(template, *, source_account=ACCOUNT):
