@@ -196,6 +196,13 @@ def render(summary: Summary, out: TextIO) -> None:
 def main(args: Any) -> int:
     import sys
 
+    from stacks.config import ConfigError, load_environment, read_cdk_context
+
+    try:
+        load_environment(read_cdk_context(), args.env)
+    except ConfigError as exc:
+        print(f"fanout iam-report: --env: {exc}", file=sys.stderr)
+        return 2
     summary = collect(args.env, include_ledger=not args.no_ledger)
     render(summary, sys.stdout)
     if summary.denied or summary.unexplained:

@@ -151,3 +151,11 @@ def test_prepare_batch_may_list_the_bucket_so_a_missing_manifest_is_a_404(dev_ap
     from fanout.local.template import bucket_name
 
     assert evaluate(prepare.documents, Request("s3:ListBucket", f"arn:aws:s3:::{bucket_name(bucket_id)}")) == "Allow"
+
+
+def test_iam_report_names_an_unknown_environment_in_one_line(capsys):
+    from fanout.cli import main
+
+    assert main(["iam-report", "--env", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fanout iam-report: --env: unknown environment 'nope': pass -c env=NAME with one of: dev, prod"]
