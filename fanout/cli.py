@@ -45,6 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_demo.add_arguments(
         sub.add_parser("ledger", help="run a completion-ledger batch locally (SQS consumers on moto)")
     )
+    iam = sub.add_parser(
+        "iam-report",
+        help="run the local scenarios, evaluate every AWS call against its role's synthesized "
+        "policies; list denied calls and unused grants",
+    )
+    iam.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
+    iam.add_argument("--no-ledger", action="store_true", help="skip the completion-ledger scenario")
     ops_commands.add_parsers(sub)  # start, watch, status, dlq: a deployed environment (boto3)
     return parser
 
@@ -60,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             from fanout.ledger_demo import run_from_args
 
             return run_from_args(args)
+        if args.command == "iam-report":
+            from fanout.iam_report import main as iam_report
+
+            return iam_report(args)
         if args.command in ops_commands.OPS_COMMANDS:
             return ops_commands.run(args)
     except FaultSpecError as exc:

@@ -80,6 +80,9 @@ class MapSettings:
     results_retention_days: int  # lifecycle of manifests and ResultWriter output in S3
     worker_timeout_seconds: int
     failure_threshold: int  # items that may fail (or time out, or abort) and still finalize
+    # Optional: reserved concurrency of the Map worker function, so one batch at high
+    # MaxConcurrency cannot take the account's whole Lambda concurrency (None: unreserved).
+    worker_reserved_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ class EnvironmentConfig:
     task_timeout_seconds: int
     execution_timeout_minutes: int
     powertools_layer_version: int
+    # Step Functions logs at level ALL; with execution data the logs carry every state's input and
+    # output (customer e-mails, amounts): on for debugging in dev, off in prod.
+    include_execution_data: bool
     dlq_send_retry: RetrySettings
     status_write_retry: RetrySettings
     map_dlq_send_retry: RetrySettings  # the Map child's DLQ send (map.retry.dlqSend over dlqSend)
@@ -119,6 +125,13 @@ def _int(env: Mapping[str, Any], key: str, where: str, low: int = 1) -> int:
     value = env.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ConfigError(f"{where}.{key}: must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _bool(env: Mapping[str, Any], key: str, where: str) -> bool:
+    value = env.get(key)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key}: must be true or false, got {value!r}")
     return value
 
 
@@ -167,7 +180,7 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
 def _map_settings(raw: Any, where: str) -> MapSettings:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: must be an object with {', '.join([*MAP_INT_FIELDS, 'childExecutionType'])}")
-    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType", "retry"})
+    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType", "retry", "workerReservedConcurrency"})
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
     values: dict[str, Any] = {}
@@ -179,7 +192,17 @@ def _map_settings(raw: Any, where: str) -> MapSettings:
     kind = raw.get("childExecutionType")
     if kind not in ("EXPRESS", "STANDARD"):
         raise ConfigError(f"{where}.childExecutionType: must be EXPRESS or STANDARD, got {kind!r}")
-    return MapSettings(child_execution_type=kind, **values)
+    reserved = raw.get("workerReservedConcurrency")
+    if reserved is not None and (not isinstance(reserved, int) or isinstance(reserved, bool) or reserved < 1):
+        raise ConfigError(
+            f"{where}.workerReservedConcurrency: must be a whole number >= 1 (or absent: unreserved), got {reserved!r}"
+        )
+    if reserved is not None and reserved < values["max_concurrency"]:
+        raise ConfigError(
+            f"{where}.workerReservedConcurrency: {reserved} is below maxConcurrency "
+            f"{values['max_concurrency']}: children would be throttled; raise it or lower maxConcurrency"
+        )
+    return MapSettings(child_execution_type=kind, worker_reserved_concurrency=reserved, **values)
 
 
 def load_environment(context: Mapping[str, Any], name: str | None) -> EnvironmentConfig:
@@ -234,6 +257,7 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         task_timeout_seconds=_int(env, "taskTimeoutSeconds", where),
         execution_timeout_minutes=_int(env, "executionTimeoutMinutes", where),
         powertools_layer_version=_int(env, "powertoolsLayerVersion", where),
+        include_execution_data=_bool(env, "includeExecutionData", where),
         dlq_send_retry=retry["dlqSend"],
         status_write_retry=retry["statusWrite"],
         alarms=alarms,

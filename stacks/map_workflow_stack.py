@@ -43,6 +43,7 @@ class MapWorkflowStack(WorkflowStack):
         self.worker = function(
             "ProcessItem", cfg.map_worker.handler, cfg.map_worker.description, cfg.map_worker.name,
             timeout_seconds=cfg.map.worker_timeout_seconds,
+            reserved_concurrency=cfg.map.worker_reserved_concurrency,
         ).function
         self.forward_failed = function(
             "ForwardFailedItems", "forward_failed_items.handler",
@@ -50,8 +51,12 @@ class MapWorkflowStack(WorkflowStack):
             environment={"DLQ_URL": self.dlq.queue_url, "TASK_NAME": cfg.map_worker.name},
             timeout_seconds=300,
         ).function
-        # PrepareBatch reads uploaded manifests and writes inline items, under manifests/ only;
-        # s3:ListBucket (same prefix) makes S3 answer a missing key with NoSuchKey, not AccessDenied.
+        # PrepareBatch reads uploaded manifests and writes inline items, under manifests/ only.
+        # s3:ListBucket on the bucket: without it S3 answers a GetObject of a missing key with 403
+        # AccessDenied instead of 404 NoSuchKey (GetObject API reference, "Permissions"), and
+        # PrepareBatch could not name the missing manifest. moto answers 404 either way. Not
+        # narrowed with an s3:prefix condition: AWS documents the 404 for "s3:ListBucket permission
+        # on the bucket", and a GetObject request carries no s3:prefix key for a condition to match.
         self.prepare.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:PutObject"],
@@ -62,7 +67,6 @@ class MapWorkflowStack(WorkflowStack):
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{MANIFEST_PREFIX}*"]}},
             )
         )
         self.forward_failed.add_to_role_policy(

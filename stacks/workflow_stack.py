@@ -10,6 +10,7 @@ from constructs import Construct
 
 from stacks.config import EnvironmentConfig
 from stacks.constructs.dead_letter_queue import TaskDeadLetterQueue
+from stacks.constructs.execution_failure_guard import ExecutionFailureGuard
 from stacks.constructs.final_status_store import FinalStatusStore
 from stacks.constructs.workflow_alarms import WorkflowAlarms
 from stacks.constructs.workflow_state_machine import WorkflowStateMachine
@@ -40,8 +41,19 @@ class WorkflowStack(Stack):
             definition=definition,
             invoked_functions=list(functions.values()),
             comment=comment,
+            workflow=self.workflow,
         )
         self.state_machine = self.workflow_construct.state_machine
+        # Executions that end outside the workflow's own verdict leave a record and a DLQ message.
+        self.failure_guard = ExecutionFailureGuard(
+            self,
+            "FailureGuard",
+            cfg=self.cfg,
+            state_machine=self.state_machine,
+            status_table=self.status_table,
+            dlq=self.dlq,
+        )
+        functions = {**functions, "RecordExecutionFailure": self.failure_guard.function}
         self.alarms = WorkflowAlarms(
             self,
             "Alarms",

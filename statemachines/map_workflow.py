@@ -3,7 +3,8 @@ manifest, one child Lambda per batch of items, the same guarantees as the Parall
 
 Shape (JSONPath, no variables)::
 
-    PrepareBatch ─▶ Manifest format? ─▶ ProcessItems JSON | ProcessItems CSV  (Distributed Map)
+    PrepareBatch ─▶ ReadBatchStatus (a finished batch ends here: duplicate start)
+    ─▶ Manifest format? ─▶ ProcessItems JSON | ProcessItems CSV  (Distributed Map)
         child (Express): Process items ──(Retry; Catch)──▶ DeadLetter items ─▶ ItemsDeadLettered (Fail)
                                                               └─(send failed)─▶ DeadLetterSendFailed (Fail)
     ─▶ ReadMapRun (sfn:DescribeMapRun: the engine's item counts) ─▶ CountUnsuccessful
@@ -34,7 +35,14 @@ from lambdas.fanout_common.map_results import ITEMS_DEAD_LETTERED
 from stacks.config import EnvironmentConfig
 from stacks.constructs.batch_data_bucket import RESULTS_PREFIX
 from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, SFN_TRANSIENT_ERRORS, SQS_TRANSIENT_ERRORS
-from statemachines.states import add_task_retries, finalize_or_fail, input_check, invoke, retry_props
+from statemachines.states import (
+    add_task_retries,
+    finalize_or_fail,
+    finished_batch_check,
+    input_check,
+    invoke,
+    retry_props,
+)
 
 FORMATS = ("JSON", "CSV")
 # The child's terminal errors: the ResultWriter's FAILED results carry them, so the parent knows
@@ -59,7 +67,6 @@ def _item_processor(
             "executionArn.$": "$$.Execution.Id",
         },
         comment=cfg.map_worker.description,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.map.worker_timeout_seconds)),
         result_selector={"processed.$": "$.Payload.processed"},
     )
     add_task_retries(process, cfg.map_worker)
@@ -301,4 +308,8 @@ def build_map_workflow(
             fmt_choice.when(sfn.Condition.string_equals("$.manifest.format", "CSV"), dmap)
         else:
             fmt_choice.otherwise(dmap)
-    return prepare_state.next(fmt_choice)
+    # A duplicate start of a finished batch ends here, before any child runs; a FAILED batch runs
+    # again only as a redrive (redriveOf, set by `fanout dlq redrive --workflow map`).
+    return prepare_state.next(
+        finished_batch_check(scope, cfg=cfg, status_table=status_table, proceed=fmt_choice, redrive_path="$.redriveOf")
+    )

@@ -2,11 +2,13 @@
 
 Shape (JSONPath, no variables)::
 
-    ValidateInput ─▶ RunTasks (Parallel: one branch per task, siblings never cancelled)
+    ValidateInput ─▶ ReadBatchStatus ─▶ BatchRecorded? ─▶ BatchAlreadyFinal?
+                       SUCCEEDED ─▶ AlreadyFinalized (end) · FAILED, not a redrive ─▶ DuplicateOfFailedBatch (Fail)
+                 ─▶ RunTasks (Parallel: one branch per task, siblings never cancelled)
                        branch T: Run T? ─▶ Run T ──(Retry; Catch States.ALL)──▶ DeadLetter T ─▶ T failed
                                     └──▶ Skip T (redrive only)
                  ─▶ AllTasksSucceeded? ── every branch SUCCEEDED/SKIPPED ─▶ UpdateFinalStatus ─▶ (end)
-                                        └ otherwise ─▶ RecordBatchFailure ─▶ BatchFailed (Fail)
+                                        └ otherwise ─▶ CountFailedTasks ─▶ RecordBatchFailure ─▶ BatchFailed (Fail)
 
 A branch whose task exhausted its retries ends *successfully* with ``{"status": "FAILED"}`` after the
 DLQ send, so its siblings keep running; the decision after the Parallel state reads those markers
@@ -18,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
@@ -35,10 +36,21 @@ from stacks.config import EnvironmentConfig, TaskSpec
 from statemachines.retry_policy import (
     SQS_TRANSIENT_ERRORS,
 )
-from statemachines.states import add_task_retries, finalize_or_fail, input_check, invoke, retry_props
+from statemachines.states import (
+    add_task_retries,
+    finalize_or_fail,
+    finished_batch_check,
+    input_check,
+    invoke,
+    retry_props,
+)
 
 SKIPPED = "SKIPPED"
 FAILURES_PATH = "$.outcome.failedTasks"
+# The count of failed tasks, computed by a Pass before the failure is recorded: a Fail state's
+# CausePath may use only States.Format, JsonToString, ArrayGetItem, Base64Encode/Decode, Hash and
+# UUID (https://docs.aws.amazon.com/step-functions/latest/dg/state-fail.html), not ArrayLength.
+FAILED_COUNT_PATH = "$.outcome.failedCount.value"
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,6 @@ def _branch(
             "executionArn.$": "$$.Execution.Id",
         },
         comment=spec.description,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(cfg.task_timeout_seconds)),
         result_selector={"task": name, "status": SUCCEEDED, "output.$": "$.Payload"},
     )
     add_task_retries(run, spec)
@@ -172,7 +183,7 @@ def build_parallel_workflow(
         failure_cause_path=sfn.JsonPath.format(
             "{} of {} tasks failed after their retries: {} (context: the dead-letter queue, or the "
             "history of this execution if the send failed)",
-            sfn.JsonPath.array_length(sfn.JsonPath.list_at(FAILURES_PATH)),
+            sfn.JsonPath.string_at(FAILED_COUNT_PATH),
             str(len(bindings)),
             sfn.JsonPath.json_to_string(sfn.JsonPath.list_at(FAILURES_PATH)),
         ),
@@ -188,9 +199,19 @@ def build_parallel_workflow(
             for b in bindings
         ]
     )
+    count_failures = sfn.Pass(
+        scope,
+        "CountFailedTasks",
+        comment="How many tasks failed, for BatchFailed's cause",
+        parameters={"value": sfn.JsonPath.array_length(sfn.JsonPath.list_at(FAILURES_PATH))},
+        result_path="$.outcome.failedCount",
+    )
     decide = (
         sfn.Choice(scope, "AllTasksSucceeded?")
         .when(all_succeeded, update)
-        .otherwise(record_failure)
+        .otherwise(count_failures.next(record_failure))
     )
-    return validate.next(parallel).next(decide)
+    parallel.next(decide)
+    return validate.next(
+        finished_batch_check(scope, cfg=cfg, status_table=status_table, proceed=parallel, redrive_path="$.redriveOf")
+    )

@@ -33,7 +33,31 @@ def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
     )
 
 
+# How much longer a Lambda task state waits than the function may run. Step Functions' task timeout
+# covers the whole Invoke call: the function's init phase (up to 10 s on demand, not counted in the
+# function's own timeout), its run (up to the function timeout) and the call's own latency. A
+# state timeout equal to the function timeout can fire while the function is still finishing
+# successfully: the task then fails States.Timeout and is retried or dead-lettered although its
+# work was done. The margin keeps the state from timing out before the function does.
+TASK_TIMEOUT_MARGIN_SECONDS = 30
+LAMBDA_DEFAULT_TIMEOUT_SECONDS = 3  # a function created without a timeout
+
+
+def task_timeout_for(fn: lambda_.IFunction) -> int:
+    """The TimeoutSeconds of a task state invoking ``fn``: its timeout plus the margin."""
+    timeout = getattr(fn, "timeout", None)
+    seconds = int(timeout.to_seconds()) if timeout is not None else LAMBDA_DEFAULT_TIMEOUT_SECONDS
+    return seconds + TASK_TIMEOUT_MARGIN_SECONDS
+
+
 def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict, **kw) -> tasks.LambdaInvoke:
+    """Every Lambda task of the kit: the Invoke integration with a task timeout derived from the
+    function's own (``task_timeout_for``), never set by hand."""
+    if "task_timeout" in kw or "timeout" in kw:
+        raise ValueError(
+            f"{state_id}: the task timeout is derived from the function's timeout "
+            f"(+{TASK_TIMEOUT_MARGIN_SECONDS} s); set the function's timeout instead"
+        )
     return tasks.LambdaInvoke(
         scope,
         state_id,
@@ -43,6 +67,7 @@ def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict
         # as Lambda.ServiceException etc., which the Retry rules below match.
         payload_response_only=False,
         retry_on_service_exceptions=False,  # our own Retry rules below, from configuration
+        task_timeout=sfn.Timeout.duration(Duration.seconds(task_timeout_for(fn))),
         **kw,
     )
 
@@ -129,3 +154,80 @@ def input_check(
     )
     state.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
     return state
+
+
+ALREADY_FINALIZED = "ALREADY_FINALIZED"
+
+
+def finished_batch_check(
+    scope: Construct,
+    *,
+    cfg: "EnvironmentConfig",
+    status_table: "dynamodb.ITable",
+    proceed: sfn.IChainable,
+    redrive_path: str | None,
+) -> sfn.IChainable:
+    """Read the batch's status record first (direct DynamoDB GetItem, strongly consistent), so
+    that a duplicate start (a console double-click, a client retry) runs no task:
+
+    * SUCCEEDED -> the execution succeeds at once with ``finalStatus.outcome = ALREADY_FINALIZED``;
+    * FAILED and not a redrive (``redrive_path`` null, or the workflow has none) -> it fails at
+      once with ``FinalStatusConflict``, the error UpdateFinalStatus would have given at the end;
+    * otherwise (no record, or the redrive of a FAILED batch) -> ``proceed``.
+    """
+    from lambdas.fanout_common.errors import FINAL_STATUS_CONFLICT
+    from lambdas.fanout_common.final_status import FAILED, SUCCEEDED
+    from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS
+
+    read = tasks.DynamoGetItem(
+        scope,
+        "ReadBatchStatus",
+        comment="A batch that already has a final record runs nothing again",
+        table=status_table,
+        key={"batchId": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.batchId"))},
+        consistent_read=True,
+        expression_attribute_names={"#status": "status"},
+        projection_expression=[
+            tasks.DynamoProjectionExpression().with_attribute("#status"),
+            tasks.DynamoProjectionExpression().with_attribute("executionArn"),
+            tasks.DynamoProjectionExpression().with_attribute("finalizedBy"),
+        ],
+        result_path="$.recorded",
+    )
+    read.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
+    already = sfn.Pass(
+        scope,
+        "AlreadyFinalized",
+        comment="A duplicate start of a SUCCEEDED batch: nothing runs, the recorded verdict stands",
+        parameters={"outcome": ALREADY_FINALIZED, "finalizedBy.$": "$.recorded.Item.finalizedBy.S"},
+        result_path="$.finalStatus",
+    )
+    conflict = sfn.Fail(
+        scope,
+        "DuplicateOfFailedBatch",
+        comment="A FAILED batch runs again only as a redrive of the execution that recorded it",
+        error=FINAL_STATUS_CONFLICT,
+        cause_path=sfn.JsonPath.format(
+            "batch {} was recorded FAILED by {}; a FAILED batch is finalized only by a redrive of that "
+            "execution (input field redriveOf, or Redrive in the console)",
+            sfn.JsonPath.string_at("$.batchId"),
+            sfn.JsonPath.string_at("$.recorded.Item.executionArn.S"),
+        ),
+    )
+    # Two Choices: a missing path in a comparison is a runtime error, so presence is tested first.
+    status = "$.recorded.Item.status.S"
+    final = sfn.Choice(scope, "BatchAlreadyFinal?").when(sfn.Condition.string_equals(status, SUCCEEDED), already)
+    if redrive_path is None:
+        final.when(sfn.Condition.string_equals(status, FAILED), conflict)
+    else:
+        final.when(
+            sfn.Condition.and_(sfn.Condition.string_equals(status, FAILED), sfn.Condition.is_null(redrive_path)),
+            conflict,
+        )
+    final.otherwise(proceed)
+    recorded = (  # the first rule is the usual path (happy-path tools follow first rules)
+        sfn.Choice(scope, "BatchRecorded?")
+        .when(sfn.Condition.not_(sfn.Condition.is_present("$.recorded.Item")), proceed)
+        .otherwise(final)
+    )
+    return read.next(recorded)

@@ -75,3 +75,33 @@ def test_backoff_ceilings_are_exponential_and_capped():
 def test_max_delay_below_interval_is_refused():
     with pytest.raises(RetryConfigError, match="maxDelaySeconds: must be >= intervalSeconds"):
         RetrySettings.parse({"intervalSeconds": 5, "maxAttempts": 1, "backoffRate": 2, "maxDelaySeconds": 2}, "r")
+
+
+def test_execution_data_is_logged_in_dev_only():
+    context = read_cdk_context()
+    assert load_environment(context, "dev").include_execution_data is True
+    assert load_environment(context, "prod").include_execution_data is False
+
+
+def test_include_execution_data_must_be_a_boolean():
+    import copy
+
+    context = copy.deepcopy(read_cdk_context())
+    context["fanout:environments"]["dev"]["includeExecutionData"] = "no"
+    with pytest.raises(ConfigError, match=r"dev\.includeExecutionData: must be true or false"):
+        load_environment(context, "dev")
+
+
+def _with_map(**changes):
+    context = copy.deepcopy(CONTEXT)
+    context["fanout:environments"]["prod"]["map"].update(changes)
+    return context
+
+
+def test_map_worker_reserved_concurrency_is_optional_and_checked():
+    assert load_environment(CONTEXT, "prod").map.worker_reserved_concurrency is None
+    assert load_environment(_with_map(workerReservedConcurrency=600), "prod").map.worker_reserved_concurrency == 600
+    with pytest.raises(ConfigError, match=r"prod\.map\.workerReservedConcurrency: 100 is below maxConcurrency 500"):
+        load_environment(_with_map(workerReservedConcurrency=100), "prod")
+    with pytest.raises(ConfigError, match=r"workerReservedConcurrency: must be a whole number"):
+        load_environment(_with_map(workerReservedConcurrency=True), "prod")

@@ -8,6 +8,7 @@ from lambdas.fanout_common import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
 from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
+from statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
 
@@ -39,7 +40,7 @@ def test_each_task_has_its_configured_retry_and_a_catch_to_the_dlq(env):
             task.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
             task.retryable.to_asl([errors.RETRYABLE]),
         ]
-        assert run["TimeoutSeconds"] == cfg.task_timeout_seconds
+        assert run["TimeoutSeconds"] == cfg.task_timeout_seconds + TASK_TIMEOUT_MARGIN_SECONDS
         assert run["Catch"] == [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": f"DeadLetter {task.name}"}
         ]
@@ -111,14 +112,32 @@ def test_failure_is_recorded_with_a_condition_that_never_overwrites_success(env)
 def test_invalid_input_fails_before_any_task(env):
     _, _, asl = env
     assert asl["StartAt"] == "ValidateInput"
-    assert asl["States"]["ValidateInput"]["Next"] == "RunTasks"
+    assert asl["States"]["ValidateInput"]["Next"] == "ReadBatchStatus"
     assert "Catch" not in asl["States"]["ValidateInput"]  # InvalidInput ends the execution
+
+
+def test_a_duplicate_start_reads_the_status_record_before_any_task(env):
+    _, template, asl = env
+    (table_id,) = resources_of_type(template, "AWS::DynamoDB::Table")
+    read = asl["States"]["ReadBatchStatus"]
+    assert read["Resource"] == "arn:aws:states:::dynamodb:getItem"
+    assert read["Parameters"]["ConsistentRead"] is True
+    assert read["Parameters"]["TableName"] == table_id
+    assert read["Next"] == "BatchRecorded?"
+    # Reachable from the start without passing through RunTasks: the two early ends.
+    before_tasks = asl_graph.reachable(
+        asl, asl["StartAt"], skip_edges={("BatchRecorded?", "choice0"), ("BatchAlreadyFinal?", "default")}
+    )
+    assert {"AlreadyFinalized", "DuplicateOfFailedBatch"} <= before_tasks
+    assert "RunTasks" not in before_tasks
+    assert asl["States"]["DuplicateOfFailedBatch"]["Error"] == "FinalStatusConflict"
 
 
 def test_happy_path_transitions_counted_from_the_asl(env):
     cfg, _, asl = env
-    # ValidateInput, RunTasks, AllTasksSucceeded?, UpdateFinalStatus + (Choice, Task) per task
-    assert asl_graph.happy_path_transitions(asl) == 4 + 2 * len(cfg.tasks)
+    # ValidateInput, ReadBatchStatus, BatchRecorded?, RunTasks, AllTasksSucceeded?,
+    # UpdateFinalStatus + (Choice, Task) per task
+    assert asl_graph.happy_path_transitions(asl) == 6 + 2 * len(cfg.tasks)
 
 
 def test_storage_settings_per_environment(env):
@@ -144,7 +163,12 @@ def test_state_machine_logs_everything_and_traces(env):
     cfg, template, _ = env
     (sm,) = resources_of_type(template, "AWS::StepFunctions::StateMachine").values()
     assert sm["Properties"]["TracingConfiguration"] == {"Enabled": True}
-    assert sm["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+    logging = sm["Properties"]["LoggingConfiguration"]
+    assert logging["Level"] == "ALL"
+    assert logging["IncludeExecutionData"] is cfg.include_execution_data
+    (group_id,) = [d["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0] for d in logging["Destinations"]]
+    name = template["Resources"][group_id]["Properties"]["LogGroupName"]
+    assert name == f"/aws/vendedlogs/states/{cfg.stack_prefix}-parallel"
     for fn in resources_of_type(template, "AWS::Lambda::Function").values():
         assert fn["Properties"]["TracingConfig"] == {"Mode": "Active"}
         assert fn["Properties"]["Runtime"] == "python3.13"
@@ -169,12 +193,13 @@ def test_state_machine_role_grants_only_what_the_workflow_uses(env):
     (table_id,) = resources_of_type(template, "AWS::DynamoDB::Table")
     (queue_id,) = resources_of_type(template, "AWS::SQS::Queue")
     invoke = by_action[("lambda:InvokeFunction",)]
-    fns = sorted(_functions_by_service(template).values())
+    # every function but the failure guard's (EventBridge invokes that one)
+    fns = sorted(lid for service, lid in _functions_by_service(template).items() if service != "RecordExecutionFailure")
     assert invoke["Resource"] == [{"Fn::GetAtt": [f, "Arn"]} for f in fns] + [
         {"Fn::Join": ["", [{"Fn::GetAtt": [f, "Arn"]}, ":*"]]} for f in fns
     ]
     assert by_action[("sqs:SendMessage",)]["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    ddb = by_action[("dynamodb:UpdateItem",)]["Resource"]["Fn::Join"][1]
+    ddb = by_action[("dynamodb:GetItem", "dynamodb:UpdateItem")]["Resource"]["Fn::Join"][1]
     assert {"Ref": table_id} in ddb
     wildcard = [s for s in statements if s["Resource"] == "*"]
     assert len(wildcard) == 1
@@ -188,12 +213,14 @@ def test_function_roles_grant_only_their_logs_traces_and_table(env):
     (table_id,) = resources_of_type(template, "AWS::DynamoDB::Table")
     for service, fn_lid in _functions_by_service(template).items():
         statements = role_statements(template, _role_of(template, fn_lid))
-        actions = sorted(a for s in statements for a in s["Action"])
+        actions = sorted(a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
         expected = ["logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTelemetryRecords", "xray:PutTraceSegments"]
         if service == "UpdateFinalStatus":
             expected += ["dynamodb:GetItem", "dynamodb:UpdateItem"]
             (ddb,) = [s for s in statements if s["Action"][0].startswith("dynamodb")]
             assert ddb["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+        if service == "RecordExecutionFailure":
+            expected += ["dynamodb:UpdateItem", "sqs:SendMessage"]
         assert actions == sorted(expected), service
         logs = [s for s in statements if s["Action"][0].startswith("logs")]
         assert logs[0]["Resource"]["Fn::GetAtt"][1] == "Arn"  # its own log group, not *

@@ -6,6 +6,13 @@ What the local run adapts, all here and all visible:
 * Retry waits: by default honoured (really slept, with the jitter the interpreter draws); with
   ``sleep_retries=False`` they are recorded in ``retry_clock.waits`` and not slept, for tests.
 * moto's Step Functions failure logging is silenced (it logs every caught error at length).
+* EventBridge: moto runs no rule targets. When an execution ends, the engine builds the
+  documented "Step Functions Execution Status Change" event and delivers it to the Lambda target of
+  every ``AWS::Events::Rule`` of the stack whose pattern matches (``deliveries`` records each), as
+  EventBridge would (in AWS, best effort and asynchronous; here once, before ``wait`` returns).
+* IAM: every AWS call a handler or the state machine makes is recorded (``iam_calls``) and
+  ``iam_report()`` evaluates each against the synthesized policies of the role making it
+  (``fanout/local/iam.py``); moto itself enforces no IAM.
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
 
@@ -86,6 +93,56 @@ def _clear_handler_client_caches() -> None:
 
 
 _RETRYING = threading.local()  # .execution: the $$.Execution.Id whose Retrier is waiting
+
+
+def _epoch_ms(value: Any) -> int | None:
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else value
+
+
+def execution_status_event(described: Mapping[str, Any], region: str) -> dict[str, Any]:
+    """The "Step Functions Execution Status Change" event EventBridge carries for an execution
+    (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html), from
+    DescribeExecution's answer."""
+    detail = {
+        key: described.get(key)
+        for key in ("executionArn", "stateMachineArn", "name", "status", "input", "output", "error", "cause")
+    }
+    detail.update(
+        startDate=_epoch_ms(described.get("startDate")),
+        stopDate=_epoch_ms(described.get("stopDate")),
+        inputDetails={"included": True},
+        outputDetails={"included": True},
+    )
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "account": LOCAL_ACCOUNT,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": region,
+        "resources": [described["executionArn"]],
+        "detail": detail,
+    }
+
+
+def event_matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+    """EventBridge pattern matching for the forms the kit's rules use: nested objects, and arrays
+    of exact values (any one must equal the event's value). Other forms are refused, not guessed."""
+    for key, want in pattern.items():
+        got = event.get(key) if isinstance(event, Mapping) else None
+        if isinstance(want, Mapping):
+            if not isinstance(got, Mapping) or not event_matches(want, got):
+                return False
+        elif isinstance(want, list):
+            if any(isinstance(w, (dict, list)) for w in want):
+                raise ValueError(f"event pattern {key}: only exact-value arrays are supported locally, got {want}")
+            values = got if isinstance(got, list) else [got]
+            if not any(v in want for v in values):
+                return False
+        else:
+            raise ValueError(f"event pattern {key}: must be an object or an array, got {want!r}")
+    return True
 
 
 class RetryClock:
@@ -180,6 +237,7 @@ class LocalStack:
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     buckets: dict[str, str] = field(default_factory=dict)
     state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+    rules: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (event pattern, target function id)
     environment: dict[str, str] = field(default_factory=dict)  # the functions' variables
 
     def setting(self, name: str) -> str:
@@ -201,6 +259,7 @@ class LocalEngine:
         quiet: bool = True,
         endpoint_url: str | None = None,
         express_limit_seconds: float = EXPRESS_LIMIT_SECONDS,
+        record_calls: bool = True,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -222,6 +281,10 @@ class LocalEngine:
         self.adaptations: list[str] = []  # what adapt_for_moto changed, per state
         self._shared_env: dict[str, str] = {}
         self.endpoint_url = endpoint_url.rstrip("/") if endpoint_url else None
+        self.record_calls = record_calls
+        self.iam_calls: list[Any] = []  # fanout.local.iam.Call, while recording
+        self.deliveries: list[dict[str, Any]] = []  # EventBridge events delivered to rule targets
+        self._delivered: set[str] = set()
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -240,6 +303,10 @@ class LocalEngine:
         self._exit.enter_context(distributed_map_children(self.map_children))
         self._exit.enter_context(aws_sdk_integration_casing())
         self._exit.enter_context(cached_json_paths())
+        if self.record_calls:
+            from fanout.local.iam import CallRecorder
+
+            self.iam_calls = self._exit.enter_context(CallRecorder()).calls
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
@@ -381,6 +448,13 @@ class LocalEngine:
                 type=res["Properties"].get("StateMachineType", "STANDARD"),
             )
             local.state_machines[lid] = created["stateMachineArn"]
+        for lid, res in resources_of_type(template, "AWS::Events::Rule").items():
+            pattern = resolve(res["Properties"].get("EventPattern") or {})
+            for target in res["Properties"].get("Targets", []):
+                arn = resolve(target["Arn"])
+                if ":function:" not in arn:
+                    raise RuntimeError(f"rule {lid}: the local engine delivers to Lambda targets only, not {arn}")
+                local.rules.append((pattern, arn.rsplit(":", 1)[-1]))
         return local
 
     def _create_table(self, name: str, props: Mapping[str, Any]) -> None:
@@ -535,6 +609,7 @@ class LocalEngine:
             if time.monotonic() - started > timeout_seconds:
                 raise TimeoutError(f"{execution_arn} still running after {timeout_seconds}s")
         described = self.sfn.describe_execution(executionArn=execution_arn)
+        self._deliver_status_change(described)
         output = described.get("output")
         return ExecutionResult(
             arn=execution_arn,
@@ -545,6 +620,35 @@ class LocalEngine:
             history=self.history(execution_arn),
             seconds=time.monotonic() - started,
         )
+
+    def iam_report(self):
+        """Every recorded call evaluated against its role's synthesized policies, and the grants
+        no call used (``fanout.local.iam.IamReport``)."""
+        from fanout.local.iam import check, stack_principals
+
+        principals = {}
+        for workflow in self.workflows:
+            principals.update(stack_principals(workflow, self.app.template(workflow), self.region))
+        return check(list(self.iam_calls), principals)
+
+    def _deliver_status_change(self, described: Mapping[str, Any]) -> None:
+        """What EventBridge does when an execution ends: the status-change event to every
+        matching rule's Lambda target (once per execution)."""
+        arn = described["executionArn"]
+        if arn in self._delivered or described["status"] == "RUNNING":
+            return
+        self._delivered.add(arn)
+        event = execution_status_event(described, self.region)
+        for local in self.stacks.values():
+            for pattern, function_id in local.rules:
+                if not event_matches(pattern, event):
+                    continue
+                response: dict[str, str] = {}
+                payload = json.loads(self.router.invoke(function_id, json.dumps(event, default=str), response))
+                self.deliveries.append(
+                    {"function": function_id, "event": event, "error": response.get("x-amz-function-error"),
+                     "result": payload}
+                )
 
     def run(self, workflow: str, execution_input: Any, **kwargs: Any) -> ExecutionResult:
         return self.wait(self.start(workflow, execution_input), **kwargs)

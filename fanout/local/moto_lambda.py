@@ -133,12 +133,12 @@ class LambdaRouter:
                 self.invocations.append(InvocationRecord(name, event, f"Lambda.{fault}"))
             raise _service_error(fault)
         context = LambdaContext(fn, self.region, self.account)
+        running = _RUNNING.__dict__.setdefault("stack", [])
+        running.append(name)
         try:
             result = self._handler(fn)(event, context)
             error_type = None
             payload = json.dumps(result)
-            if self.after_invoke:
-                self.after_invoke(name, event, result)
         except FunctionTimedOut:
             # What Lambda answers when a function outlives its timeout ("Task timed out after N
             # seconds", error type Sandbox.Timedout in Lambda's troubleshooting guide). No real
@@ -161,6 +161,10 @@ class LambdaRouter:
                     "stackTrace": traceback.format_tb(exc.__traceback__),
                 }
             )
+        finally:
+            running.pop()
+        if error_type is None and self.after_invoke:  # (outside the function: not its own calls)
+            self.after_invoke(name, event, result)
         with self._lock:
             self.invocations.append(InvocationRecord(name, event, error_type))
         if fault:  # "after": the work happened, the response is lost
@@ -171,6 +175,15 @@ class LambdaRouter:
 def _service_error(code: str) -> LambdaServiceError:
     status = 429 if code == "TooManyRequestsException" else 500
     return LambdaServiceError(code, f"injected Lambda service fault {code}", status)
+
+
+_RUNNING = threading.local()
+
+
+def current_function() -> str | None:
+    """The function whose handler this thread is running (innermost), or None."""
+    stack = getattr(_RUNNING, "stack", None)
+    return stack[-1] if stack else None
 
 
 _ACTIVE: list[LambdaRouter] = []

@@ -89,6 +89,12 @@ def make_resolver(
             if key == "Fn::Join":
                 sep, parts = arg
                 return sep.join(str(resolve(p)) for p in parts)
+            if key == "Fn::Split":
+                sep, source = arg
+                return str(resolve(source)).split(sep)
+            if key == "Fn::Select":
+                index, items = arg
+                return resolve(items)[int(resolve(index))]
             if key.startswith("Fn::"):
                 raise KeyError(f"the local engine does not resolve {key}")
         return {k: resolve(v) for k, v in value.items()}
@@ -124,6 +130,21 @@ def local_names(
         elif kind == "AWS::StepFunctions::StateMachine":
             refs[lid] = attrs[(lid, "Arn")] = arn.format("states", f"stateMachine:{lid}")
             attrs[(lid, "Name")] = lid
+        # Resources the engine does not create, named for reading their policies (IAM checks).
+        elif kind == "AWS::Logs::LogGroup":
+            refs[lid] = res.get("Properties", {}).get("LogGroupName", lid)
+            attrs[(lid, "Arn")] = arn.format("logs", f"log-group:{refs[lid]}:*")
+        elif kind == "AWS::Kinesis::Stream":
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("kinesis", f"stream/{lid}")
+        elif kind == "AWS::KMS::Key":
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("kms", f"key/{lid}")
+        elif kind == "AWS::SNS::Topic":
+            refs[lid] = attrs[(lid, "TopicArn")] = arn.format("sns", lid)
+        elif kind == "AWS::Events::Rule":
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("events", f"rule/{lid}")
     return refs, attrs
 
 

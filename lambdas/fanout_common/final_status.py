@@ -7,7 +7,14 @@ calls cannot break them:
 * (none)   -> FAILED     the workflow's RecordBatchFailure step (direct DynamoDB integration).
 * FAILED   -> FAILED     a later (redrive) execution failed again; it becomes the one to redrive.
 * FAILED   -> SUCCEEDED  only by a redrive execution that names the recorded failed execution
-                         (``redriveOf``) and re-ran every task that execution recorded as failed.
+                         (``redriveOf``) and re-ran every task that execution recorded as failed;
+                         or by the recorded execution itself when the failure guard recorded it
+                         (``failedExecutionError`` set: it failed outside the workflow's own
+                         decision, e.g. UpdateFinalStatus exhausted its retries) and Step Functions'
+                         RedriveExecution resumed it at UpdateFinalStatus, which it reaches only
+                         when every task succeeded.
+* (none)/FAILED -> FAILED  the execution-failure guard (EventBridge rule on FAILED, TIMED_OUT,
+                         ABORTED executions), with ``failedExecutionError``; never over SUCCEEDED.
 * SUCCEEDED is final: a repeated UpdateFinalStatus is a no-op and a late failure never overwrites it.
 
 So the final status is written exactly once, and a FAILED batch is never flipped to SUCCEEDED by a
@@ -41,8 +48,17 @@ MAP_FAILURE_UPDATE_EXPRESSION = (
 FAILURE_CONDITION_EXPRESSION = "attribute_not_exists(batchId) OR #status = :failed"
 FAILURE_EXPRESSION_NAMES = {"#status": "status"}
 
-_FIRST_SUCCESS_CONDITION = "attribute_not_exists(batchId)"
-_REDRIVE_SUCCESS_CONDITION = "#status = :failed AND executionArn = :redriveOf"
+# Written by the execution-failure guard (lambdas/record_execution_failure.py) only.
+GUARD_FAILURE_UPDATE_EXPRESSION = (
+    "SET #status = :failed, executionArn = :executionArn, failedExecutionError = :error, "
+    "failedExecutionStatus = :executionStatus, updatedAt = :updatedAt ADD failedRuns :one"
+)
+# This very execution was recorded FAILED by the guard and has been redriven (RedriveExecution).
+_GUARD_RECORDED_THIS_EXECUTION = (
+    "(#status = :failed AND executionArn = :executionArn AND attribute_exists(failedExecutionError))"
+)
+_FIRST_SUCCESS_CONDITION = f"attribute_not_exists(batchId) OR {_GUARD_RECORDED_THIS_EXECUTION}"
+_REDRIVE_SUCCESS_CONDITION = f"(#status = :failed AND executionArn = :redriveOf) OR {_GUARD_RECORDED_THIS_EXECUTION}"
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,7 @@ def record_success(
     ran = sorted(set(ran_tasks))
     values: dict[str, Any] = {
         ":succeeded": {"S": SUCCEEDED},
+        ":failed": {"S": FAILED},
         ":executionArn": {"S": execution_arn},
         ":now": {"S": now},
     }
@@ -105,7 +122,6 @@ def record_success(
                     "include them in tasks"
                 )
         condition = _REDRIVE_SUCCESS_CONDITION
-        values[":failed"] = {"S": FAILED}
         values[":redriveOf"] = {"S": redrive_of}
         update += ", redriveOf = :redriveOf"
     if ran:
@@ -134,3 +150,37 @@ def record_success(
             f"batch {batch_id}: the redrive names {redrive_of}, but no FAILED record exists for it"
         ) from exc
     return FinalizeResult("FINALIZED", batch_id, execution_arn)
+
+
+def record_execution_failure(
+    client: Any,
+    table_name: str,
+    *,
+    batch_id: str,
+    execution_arn: str,
+    execution_status: str,
+    error: str,
+    now: str,
+) -> bool:
+    """The guard's write: FAILED for an execution that ended outside the workflow's own decision,
+    under the same condition as the workflow's RecordBatchFailure (no record yet, or FAILED), so a
+    SUCCEEDED batch is never touched. True if written."""
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key={"batchId": {"S": batch_id}},
+            UpdateExpression=GUARD_FAILURE_UPDATE_EXPRESSION,
+            ConditionExpression=FAILURE_CONDITION_EXPRESSION,
+            ExpressionAttributeNames=FAILURE_EXPRESSION_NAMES,
+            ExpressionAttributeValues={
+                ":failed": {"S": FAILED},
+                ":executionArn": {"S": execution_arn},
+                ":error": {"S": error or "(none)"},
+                ":executionStatus": {"S": execution_status},
+                ":updatedAt": {"S": now},
+                ":one": {"N": "1"},
+            },
+        )
+    except client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True

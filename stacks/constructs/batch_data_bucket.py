@@ -15,7 +15,8 @@ RESULTS_PREFIX = "results/"
 
 class BatchDataBucket(Construct):
     """Encrypted (S3-managed), TLS only, no public access, versioned, server access logs to a
-    sibling bucket; manifests and results expire after the environment's retention."""
+    sibling bucket; manifests and results expire after the environment's retention; emptied and
+    deleted with the stack where the environment destroys its data."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig) -> None:
         super().__init__(scope, construct_id)
@@ -25,7 +26,10 @@ class BatchDataBucket(Construct):
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             removal_policy=removal_policy(cfg),
-            auto_delete_objects=False,
+            # Where the environment destroys its data (dev), CDK's custom resource empties the
+            # buckets (every object version) on stack deletion; otherwise CloudFormation cannot
+            # delete a non-empty, versioned bucket and the stack deletion fails.
+            auto_delete_objects=not cfg.retain_data,
         )
         self.access_logs = s3.Bucket(
             self,

@@ -56,6 +56,7 @@ class KitFunction(Construct):
         service: str,
         environment: dict[str, str] | None = None,
         timeout_seconds: int | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -89,6 +90,7 @@ class KitFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             layers=[layer],
+            reserved_concurrent_executions=reserved_concurrency,
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,

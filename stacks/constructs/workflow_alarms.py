@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -13,17 +14,65 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from stacks.config import EnvironmentConfig
+from stacks.constructs.functions import removal_policy
+
+
+# Services that publish to the kit's alarm topics. CloudWatch publishes alarm notifications as
+# the service principal, so it needs sns:Publish in the topic policy *and* use of the topic's KMS
+# key: AWS-managed keys (alias/aws/sns) have policies that cannot be edited and do not allow it,
+# hence a customer-managed key ("Enable compatibility between event sources from AWS services and
+# encrypted topics", https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html).
+ALARM_PUBLISHER = "cloudwatch.amazonaws.com"
+KEY_ACTIONS_FOR_PUBLISHER = ["kms:Decrypt", "kms:GenerateDataKey*"]
+
+
+def alarm_source_conditions(scope: Construct) -> dict:
+    """Only this account's CloudWatch alarms in this region (confused-deputy guard)."""
+    stack = Stack.of(scope)
+    return {
+        "StringEquals": {"aws:SourceAccount": stack.account},
+        "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
+    }
 
 
 def alarm_topic(scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, what: str) -> sns.Topic:
-    """The SNS topic alarms notify: AWS-managed KMS encryption, TLS-only topic policy."""
-    return sns.Topic(
+    """The SNS topic alarms notify: encrypted with its own customer-managed key (rotation on)
+    that CloudWatch may use, a topic policy that lets CloudWatch publish, TLS only for the rest;
+    both grants limited to this account's alarms."""
+    key = kms.Key(
+        scope,
+        f"{construct_id}Key",
+        description=f"Encrypts the fan-out kit's {what} alarm topic ({cfg.name}); CloudWatch alarms may use it",
+        enable_key_rotation=True,
+        removal_policy=removal_policy(cfg),
+    )
+    conditions = alarm_source_conditions(scope)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AllowCloudWatchAlarmsToUseTheKey",
+            principals=[iam.ServicePrincipal(ALARM_PUBLISHER)],
+            actions=KEY_ACTIONS_FOR_PUBLISHER,
+            resources=["*"],  # in a key policy, "*" is this key
+            conditions=conditions,
+        )
+    )
+    topic = sns.Topic(
         scope,
         construct_id,
         display_name=f"Fan-out kit {what} alarms ({cfg.name})",
-        master_key=kms.Alias.from_alias_name(scope, f"{construct_id}Key", "alias/aws/sns"),
+        master_key=key,
         enforce_ssl=True,
     )
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AllowCloudWatchAlarmsToPublish",
+            principals=[iam.ServicePrincipal(ALARM_PUBLISHER)],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions=conditions,
+        )
+    )
+    return topic
 
 
 class WorkflowAlarms(Construct):

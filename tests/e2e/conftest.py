@@ -10,11 +10,24 @@ from lambdas.fanout_common.worker import SIMULATE_KEY
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "batch.json").read_text())
 
 
+def assert_no_denied_calls(local):
+    """Every AWS call the handlers and the state machine made is allowed by its role's
+    synthesized policies (fanout/local/iam.py): a denied call fails the test that made it."""
+    denied = [
+        f"{p.stack if p else '?'}/{p.label if p else '?'}: {c.service}:{c.operation} -> "
+        f"{perm.action + ' on ' + perm.resource if perm else c.error}: {decision}"
+        for p, c, perm, decision in local.iam_report().denied()
+    ]
+    assert denied == [], "calls the deployed roles would refuse:\n" + "\n".join(denied)
+
+
 @pytest.fixture
 def engine(dev_app):
-    """A fresh local deployment of the dev app per test; Retry waits recorded, not slept."""
+    """A fresh local deployment of the dev app per test; Retry waits recorded, not slept; every
+    AWS call checked against its role's policies at the end."""
     with LocalEngine(dev_app, sleep_retries=False) as local:
         yield local
+        assert_no_denied_calls(local)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from rich.console import Console
 from fanout import ledger_demo
 from lambdas.fanout_common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
 from lambdas.fanout_common.final_status import read_status
+from tests.e2e.conftest import assert_no_denied_calls
 
 # Invocations that decide nothing emit no metric; Powertools warns about each.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -42,6 +43,7 @@ def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False, vis
     seen = SimpleNamespace()
 
     def inspect(engine):
+        assert_no_denied_calls(engine)
         stack = engine.stacks["ledger"]
         ledger_table = stack.setting("LEDGER_TABLE_NAME")
         item = engine.dynamodb.get_item(TableName=ledger_table, Key=batch_key(batch_id), ConsistentRead=True)

@@ -4,17 +4,28 @@ The verdict comes from the map run's own counts (DescribeMapRun); state is read 
 history, the map run, the status table, S3 and the DLQ."""
 
 import json
+from contextlib import contextmanager
 
 import pytest
 
 from fanout.local.engine import LocalEngine
 from fanout.local.history import states_entered, task_attempts
+from tests.e2e.conftest import assert_no_denied_calls
 from lambdas.fanout_common.worker import SIMULATE_KEY
+
+
+@contextmanager
+def deployed(app, **kwargs):
+    """The Map workflow of ``app`` on the local engine; every AWS call it made must be allowed by
+    the synthesized IAM policies of the role that made it."""
+    with LocalEngine(app, workflows=("map",), sleep_retries=False, **kwargs) as local:
+        yield local
+        assert_no_denied_calls(local)
 
 
 @pytest.fixture
 def map_engine(dev_app):
-    with LocalEngine(dev_app, workflows=("map",), sleep_retries=False) as local:
+    with deployed(dev_app) as local:
         yield local
 
 
@@ -85,7 +96,7 @@ def test_non_retryable_item_is_tried_once(map_engine):
 
 def test_the_configured_batch_size_is_what_the_worker_gets(synthesized):
     """prod batches 20 items per child (ItemBatcher): 45 items are 3 children of 20, 20 and 5."""
-    with LocalEngine(synthesized("prod"), workflows=("map",), sleep_retries=False) as engine:
+    with deployed(synthesized("prod")) as engine:
         result = run(engine, "m-batched", items=items(45))
         assert result.status == "SUCCEEDED"
         calls = worker_calls(engine)
@@ -97,7 +108,7 @@ def test_the_configured_batch_size_is_what_the_worker_gets(synthesized):
 
 
 def test_a_failed_batch_counts_all_its_items(synthesized):
-    with LocalEngine(synthesized("prod"), workflows=("map",), sleep_retries=False) as engine:
+    with deployed(synthesized("prod")) as engine:
         result = run(engine, "m-batch-fail", items=items(45, i21={"mode": "fatal"}))
         assert result.status == "FAILED"
         counts = engine.map_run_counts(result.arn)
@@ -111,7 +122,7 @@ def test_an_express_child_over_its_time_limit_is_stopped_and_its_items_still_rea
     """AWS stops an Express child at 5 minutes without running its Catch. Here the limit is 20 s
     and item 3 hangs until its function's 30 s timeout: the child is stopped, the map run counts
     it timed out, and the parent forwards its items to the DLQ from the map run's results."""
-    with LocalEngine(dev_app, workflows=("map",), sleep_retries=False, express_limit_seconds=20) as engine:
+    with deployed(dev_app, express_limit_seconds=20) as engine:
         result = run(engine, "m-slow", items=items(6, i3={"mode": "hang"}))
         assert result.status == "FAILED" and result.error == "BatchFailed"
         counts = engine.map_run_counts(result.arn)
@@ -214,3 +225,14 @@ def test_bad_input_fails_with_a_named_error_and_runs_nothing(map_engine, input_,
     assert result.status == "FAILED" and result.error in ("InvalidInput", "InvalidManifest")
     assert message in json.loads(result.cause)["errorMessage"]
     _nothing_ran(map_engine, result, "m-bad-input")
+
+
+def test_a_duplicate_start_of_a_finished_batch_processes_no_item(map_engine):
+    first = run(map_engine, "m-twice", items=items(3))
+    second = run(map_engine, "m-twice", items=items(3))
+    assert (first.status, second.status) == ("SUCCEEDED", "SUCCEEDED")
+    assert second.output["finalStatus"] == {"outcome": "ALREADY_FINALIZED", "finalizedBy": first.arn}
+    entered = states_entered(second.history)
+    assert "AlreadyFinalized" in entered
+    assert not any(s.startswith(("ProcessItems", "UpdateFinalStatus")) for s in entered)
+    assert worker_calls(map_engine) and len(worker_calls(map_engine)) == 3  # the first run's only

@@ -37,7 +37,7 @@ def test_all_tasks_succeed_then_final_status_once(engine, batch):
 def test_happy_path_transitions_match_the_asl_count(engine, batch, dev_app):
     result = engine.run("parallel", batch())
     expected = happy_path_transitions(only_definition(dev_app.template("parallel")))
-    assert state_transitions(result.history) == expected == 4 + 2 * len(TASKS)
+    assert state_transitions(result.history) == expected == 6 + 2 * len(TASKS)
 
 
 def test_transient_failure_twice_then_success(engine, batch):
@@ -52,7 +52,7 @@ def test_transient_failure_twice_then_success(engine, batch):
     assert len(engine.retry_clock.waits) == 2
     assert all(0 <= w <= c for w, c in zip(engine.retry_clock.waits, ceilings))
     # one retry costs one extra transition per retry
-    assert state_transitions(result.history) == 4 + 2 * len(TASKS) + 2
+    assert state_transitions(result.history) == 6 + 2 * len(TASKS) + 2
 
 
 def test_permanent_failure_goes_to_the_dlq_and_blocks_the_final_status(engine, batch):
@@ -164,19 +164,90 @@ def test_dlq_send_exhausted_still_fails_the_batch_with_context_in_history(engine
     assert engine.status_record("dlq-down")["failedTasks"] == ["ReserveInventory"]
 
 
-def test_a_repeated_batch_after_success_does_not_write_again(engine, batch):
+def lambda_invocations(history):
+    """Lambda invocations of an execution, counted from its history (LambdaFunctionScheduled)."""
+    return sum(1 for e in history if e["type"] == "LambdaFunctionScheduled") or sum(
+        1 for e in history if e["type"] == "TaskScheduled" and e["taskScheduledEventDetails"]["resourceType"] == "lambda"
+    )
+
+
+def test_a_duplicate_start_of_a_succeeded_batch_runs_no_task(engine, batch):
     first = engine.run("parallel", batch("twice"))
+    invoked_before = len(engine.router.invocations)
     second = engine.run("parallel", batch("twice"))
     assert (first.status, second.status) == ("SUCCEEDED", "SUCCEEDED")
     assert second.output["finalStatus"] == {"outcome": "ALREADY_FINALIZED", "finalizedBy": first.arn}
     assert engine.status_record("twice")["finalizedBy"] == first.arn
+    # From the history: only ValidateInput was invoked; no task, no UpdateFinalStatus.
+    assert run_tasks_entered(second.history) == []
+    assert lambda_invocations(second.history) == 1
+    assert "AlreadyFinalized" in states_entered(second.history)
+    assert [r.function for r in engine.router.invocations[invoked_before:]] == [engine.function_id("ValidateInput")]
 
 
-def test_a_failed_batch_is_not_finalized_by_a_plain_rerun(engine, batch):
-    engine.run("parallel", batch("rerun", ChargePayment={"mode": "fatal"}))
+def test_a_failed_batch_started_again_without_redrive_runs_no_task(engine, batch):
+    failed = engine.run("parallel", batch("rerun", ChargePayment={"mode": "fatal"}))
     rerun = engine.run("parallel", batch("rerun"))
     assert rerun.status == "FAILED" and rerun.error == "FinalStatusConflict"
+    assert failed.arn in rerun.cause and "redriveOf" in rerun.cause
+    assert run_tasks_entered(rerun.history) == []
+    assert lambda_invocations(rerun.history) == 1  # ValidateInput only
     assert engine.status_record("rerun")["status"] == "FAILED"
+    assert engine.status_record("rerun")["executionArn"] == failed.arn  # the guard left it alone
+
+
+def test_exhausted_finalization_leaves_a_record_and_a_named_error(engine, batch):
+    """Every task succeeded, UpdateFinalStatus's retries run out: the execution fails AT that step
+    (so the console's Redrive would resume there), and the failure guard, delivered the Execution
+    Status Change event, records the batch FAILED and dead-letters the context."""
+    attempts = CFG.status_write_retry.max_attempts + 1
+    engine.inject_lambda_service_faults("UpdateFinalStatus", ["ServiceException"] * attempts)
+    result = engine.run("parallel", batch("finalize-down"))
+    assert result.status == "FAILED" and result.error == "Lambda.ServiceException"
+    assert task_attempts(result.history)["UpdateFinalStatus"] == attempts
+    assert states_entered(result.history)[-1] == "UpdateFinalStatus"  # no Catch, no Fail state after it
+    (delivery,) = engine.deliveries
+    assert delivery["function"] == engine.function_id("RecordExecutionFailure") and delivery["error"] is None
+    record = engine.status_record("finalize-down")
+    assert record["status"] == "FAILED" and record["executionArn"] == result.arn
+    assert record["failedExecutionError"] == "Lambda.ServiceException"
+    assert "failedTasks" not in record  # no task failed
+    (message,) = engine.dlq_messages()
+    assert message["kind"] == "execution" and message["batchId"] == "finalize-down"
+    assert (message["executionArn"], message["error"], message["statusRecorded"]) == (result.arn, "Lambda.ServiceException", True)
+    assert "Redrive" in message["recovery"]
+
+
+def test_the_redrive_of_an_exhausted_finalization_finalizes_over_the_guard_record(engine, batch):
+    """moto cannot RedriveExecution; what a redrive runs is the failed step with the same input and
+    the same execution ARN (AWS RedriveExecution docs), so that step's call is made here directly."""
+    engine.inject_lambda_service_faults("UpdateFinalStatus", ["ServiceException"] * (CFG.status_write_retry.max_attempts + 1))
+    failed = engine.run("parallel", batch("finalize-redrive"))
+    update_input = next(
+        json.loads(e["stateEnteredEventDetails"]["input"])
+        for e in failed.history
+        if e["type"] == "TaskStateEntered" and e["stateEnteredEventDetails"]["name"] == "UpdateFinalStatus"
+    )
+    from lambdas.fanout_common.final_status import record_success
+
+    result = record_success(
+        engine.dynamodb, engine.table_name(), batch_id="finalize-redrive", execution_arn=failed.arn,
+        ran_tasks=list(update_input["outcome"]["byTask"]), now="2026-01-01T00:00:00Z",
+        redrive_of=update_input["redriveOf"],
+    )
+    assert result.outcome == "FINALIZED"
+    assert engine.status_record("finalize-redrive")["status"] == "SUCCEEDED"
+    # ...but another execution cannot finalize over that FAILED record.
+    other = engine.run("parallel", batch("finalize-redrive"))
+    assert other.status == "SUCCEEDED" and other.output["finalStatus"]["outcome"] == "ALREADY_FINALIZED"
+
+
+def test_failures_the_workflow_reports_itself_get_no_second_record_or_message(engine, batch):
+    result = engine.run("parallel", batch("self-reported", NotifyCustomer={"mode": "fatal"}))
+    assert result.error == "BatchFailed"
+    (delivery,) = engine.deliveries
+    assert delivery["result"] == {"action": "none", "reason": "BatchFailed"}
+    assert [m["task"] for m in engine.dlq_messages()] == ["NotifyCustomer"]
 
 
 def test_redrive_of_the_failed_tasks_finalizes_exactly_once(engine, batch):

@@ -1,0 +1,73 @@
+"""The execution-failure guard of a workflow: an EventBridge rule on this state machine's
+executions that end FAILED, TIMED_OUT or ABORTED, targeting a small Lambda that records the batch
+as FAILED (if nothing final is recorded) and sends the context to the workflow's dead-letter queue
+(lambdas/record_execution_failure.py).
+
+Why a rule and not a Catch: AWS documents that RedriveExecution "continues the failed execution
+from the unsuccessful step and uses the same input", keeps the same execution ARN, and "doesn't
+rerun" the steps that succeeded
+(https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html). An execution that
+fails *at* UpdateFinalStatus is therefore finalized by the console's Redrive button with no task
+re-run; a Catch leading to a Fail state would make that Fail state the step a redrive re-runs.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.config import EnvironmentConfig
+from stacks.constructs.functions import KitFunction
+
+DETAIL_TYPE = "Step Functions Execution Status Change"
+WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
+
+
+class ExecutionFailureGuard(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: EnvironmentConfig,
+        state_machine: sfn.IStateMachine,
+        status_table: dynamodb.ITable,
+        dlq: sqs.IQueue,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = KitFunction(
+            self,
+            "RecordExecutionFailure",
+            cfg=cfg,
+            handler="record_execution_failure.handler",
+            description="Records FAILED for an execution that failed, timed out or was stopped "
+            "outside the workflow's verdict, and dead-letters its context",
+            service="RecordExecutionFailure",
+            environment={
+                "STATUS_TABLE_NAME": status_table.table_name,
+                "DEAD_LETTER_QUEUE_URL": dlq.queue_url,
+            },
+            timeout_seconds=30,
+        ).function
+        # The conditional FAILED write on this table, and the DLQ send: nothing else.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[status_table.table_arn])
+        )
+        self.function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[dlq.queue_arn]))
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            description="This workflow's executions that ended FAILED, TIMED_OUT or ABORTED",
+            event_pattern=events.EventPattern(
+                source=["aws.states"],
+                detail_type=[DETAIL_TYPE],
+                detail={"stateMachineArn": [state_machine.state_machine_arn], "status": WATCHED_STATUSES},
+            ),
+            # EventBridge retries a failed Lambda delivery (up to 24 h / 185 attempts by default).
+            targets=[targets.LambdaFunction(self.function)],
+        )
