@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from fanout.errors import CliError
 from stacks.config import (
     ENVIRONMENTS_KEY,
     ConfigError,
@@ -47,12 +48,8 @@ MISSING_RESOURCE_ERRORS = {
 }
 
 
-class OpsError(Exception):
+class OpsError(CliError):
     """An operator error: printed as one line (``fanout: ...``), exit code ``code``."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
 
 
 def environment(name: str, context: Mapping[str, Any] | None = None) -> EnvironmentConfig:

@@ -100,7 +100,8 @@ def add_parsers(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from fanout.ops.aws import OpsError, clear_errors
+    from fanout.errors import CliError
+    from fanout.ops.aws import clear_errors
 
     for key in ("region", "endpoint_url"):
         if not hasattr(args, key):
@@ -121,6 +122,6 @@ def run(args: argparse.Namespace) -> int:
             from fanout.ops.dlq import cmd_list, cmd_redrive
 
             return cmd_list(args, out) if args.dlq_command == "list" else cmd_redrive(args, out)
-    except OpsError as exc:
+    except CliError as exc:  # OpsError included
         print(f"fanout: {exc}", file=sys.stderr)
         return exc.code
