@@ -205,7 +205,8 @@ def run_demo(args: Any, console: Console | None = None) -> int:
     console.print(
         f"state transitions (parent): {state_transitions(result.history)}, history events: "
         f"{len(result.history)}, Lambda invocations: {invocations}\n"
-        f"wall time: synth {synth_seconds:.1f}s, execution {result.seconds:.2f}s"
+        f"wall time: synth {synth_seconds:.1f}s{' (cached: app inputs unchanged)' if app.cached else ''}, "
+        f"execution {result.seconds:.2f}s"
     )
     return 0 if result.status == "SUCCEEDED" else 1
 
