@@ -20,7 +20,10 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fanout", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="fanout",
+        description="The fan-out/fan-in kit: run a batch locally, or start, watch and redrive one in AWS.",
+    )
     ops_commands.global_options(parser, suppress=False)  # for the deployed-environment commands
     sub = parser.add_subparsers(dest="command", required=True)
 

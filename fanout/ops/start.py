@@ -48,5 +48,5 @@ def cmd_start(args: Any, out: Any) -> int:
     out.print(f"  batch:     {normalized['batchId']}")
     out.print(f"  execution: {arn}")
     out.print(f"  console:   {console_url(aws.region, arn)}")
-    out.print(f"follow it:   python -m fanout watch {arn}")
+    out.print(f"follow it:   fanout watch {arn}")
     return 0

@@ -249,10 +249,10 @@ def summarize(out: Any, watcher: Watcher) -> int:
         env = watcher.deployment.env.name
         flag = "" if watcher.deployment.workflow == "parallel" else " --workflow map"
         out.print(
-            f"dead-lettered tasks: python -m fanout dlq list --env {env}{flag} --batch {watcher.batch_id}"
+            f"dead-lettered tasks: fanout dlq list --env {env}{flag} --batch {watcher.batch_id}"
         )
         if watcher.deployment.workflow == "parallel":
             out.print(
-                f"redrive them:        python -m fanout dlq redrive --env {env} --batch {watcher.batch_id}"
+                f"redrive them:        fanout dlq redrive --env {env} --batch {watcher.batch_id}"
             )
     return 0 if status == "SUCCEEDED" else 1
