@@ -123,4 +123,10 @@ def console_main() -> None:
     except KeyboardInterrupt:  # Ctrl-C while the modules load
         print("fanout: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        # Ctrl-C reached the whole process group: jsii's Node is gone, and its exit hook would
+        # print a BrokenPipeError traceback. Nothing else is left to clean up in this process.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
