@@ -36,7 +36,7 @@ def read_input(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(
-            f"input file {label}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            f"input file {label}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
 
 

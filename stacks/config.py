@@ -115,7 +115,7 @@ def read_cdk_context(path: Path = CDK_JSON) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
     context = data.get("context") if isinstance(data, dict) else None
     if not isinstance(context, dict):

@@ -127,11 +127,9 @@ def _distributed_map(
         result_path="$.mapRun",
         label=f"ProcessItems{fmt}",
     )
-    dmap.item_processor(
-        _item_processor(scope, fmt, cfg, fns["worker"], fns["record_failures"], fns["dlq"]),
-        mode=sfn.ProcessorMode.DISTRIBUTED,
-        execution_type=sfn.ProcessorType.EXPRESS if child_type == sfn.StateMachineType.EXPRESS else sfn.ProcessorType.STANDARD,
-    )
+    # Mode DISTRIBUTED and the child execution type come from DistributedMap (map_execution_type);
+    # ProcessorConfig.executionType would be ignored there, with a synth warning.
+    dmap.item_processor(_item_processor(scope, fmt, cfg, fns["worker"], fns["record_failures"], fns["dlq"]))
     return dmap
 
 
@@ -197,7 +195,7 @@ def build_map_workflow(
             ),
         },
         failure_cause_path=sfn.JsonPath.format(
-            "{} of {} items failed after their retries (context: the dead-letter queue); "
+            "{} of {} items failed (retries exhausted, or not retryable; context: the dead-letter queue); "
             "{} not accounted for",
             sfn.JsonPath.string_at("$.ledger.failed"),
             sfn.JsonPath.string_at("$.ledger.total"),

@@ -40,7 +40,7 @@ def test_malformed_input_file_is_named(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert main(["run", str(bad)]) == 2
-    assert "bad.json: not valid JSON: Expecting property name enclosed in double quotes at line 1" in capsys.readouterr().err
+    assert "bad.json: not valid JSON: Expecting property name enclosed in double quotes (line 1, column 2)" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "missing.json")]) == 2
     assert "missing.json: No such file or directory" in capsys.readouterr().err
 

@@ -299,7 +299,7 @@ def test_malformed_input_names_file_line_and_column(cli, deployment, tmp_path):
     run = cli("start", str(bad))
     assert run.code == 2
     assert (
-        run.err.strip() == f"fanout: input file {bad}: not valid JSON: Expecting value at line 3, column 12"
+        run.err.strip() == f"fanout: input file {bad}: not valid JSON: Expecting value (line 3, column 12)"
     )
     missing = cli("start", str(tmp_path / "nope.json"))
     assert missing.code == 2 and "nope.json: No such file or directory" in missing.err
