@@ -59,3 +59,17 @@ def test_fault_parsing():
     faulted = apply_task_faults(data, [parse_task_fault("ChargePayment=fatal")])
     assert faulted["tasks"]["ChargePayment"]["simulateFailure"] == {"mode": "fatal"}
     assert "simulateFailure" not in data["tasks"]["ChargePayment"]  # input not mutated
+
+
+def test_a_lambda_error_cause_is_one_line():
+    from fanout.views import error_line
+
+    blob = json.dumps({
+        "errorMessage": "tasks.Foo: unknown task; configured tasks are A, B",
+        "errorType": "InvalidInput",
+        "requestId": "5f0c",
+        "stackTrace": ['  File "/var/task/validate_input.py", line 20, in handler\n', "    raise\n"],
+    })
+    assert error_line("InvalidInput", blob) == "InvalidInput: tasks.Foo: unknown task; configured tasks are A, B"
+    assert error_line("BatchFailed", "1 of 3 tasks failed:\n[\"X\"]") == 'BatchFailed: 1 of 3 tasks failed: ["X"]'
+    assert error_line("States.Timeout", None) == "States.Timeout"
