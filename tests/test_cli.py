@@ -73,3 +73,12 @@ def test_a_lambda_error_cause_is_one_line():
     assert error_line("InvalidInput", blob) == "InvalidInput: tasks.Foo: unknown task; configured tasks are A, B"
     assert error_line("BatchFailed", "1 of 3 tasks failed:\n[\"X\"]") == 'BatchFailed: 1 of 3 tasks failed: ["X"]'
     assert error_line("States.Timeout", None) == "States.Timeout"
+
+
+def test_dlq_send_failures_are_retried_when_a_task_is_dead_lettered(capsys):
+    """README: --fail NotifyCustomer=permanent --dlq-send-failures 2: the DLQ send fails twice, is
+    retried, and the message arrives."""
+    assert main(["run", EXAMPLE, "--no-sleep", "--fail", "NotifyCustomer=permanent", "--dlq-send-failures", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "DeadLetter NotifyCustomer=3" in out  # 2 failed sends + the one that went through
+    assert "dead-letter queue: 1 message(s)" in out
