@@ -53,7 +53,8 @@ def copy_kit(dest: Path) -> Path:
 
 def run_fanout(kit: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> Result:
     env = {**os.environ, "PYTHONPATH": str(kit)}
-    env.pop("COLUMNS", None)
+    for key in ("COLUMNS", "POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED"):
+        env.pop(key, None)  # as a user's shell has them (tests/conftest.py sets the log level)
     done = subprocess.run(
         [sys.executable, "-m", "fanout", *args],
         cwd=kit, env=env, input=stdin, capture_output=True, text=True, timeout=timeout,

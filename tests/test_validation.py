@@ -99,6 +99,7 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
     from aws_lambda_powertools import Logger
     from fanout_common import worker
 
+    worker.logger.remove_keys(["task_id", "attempt"])  # as in a fresh process (other tests log too)
     stream = io.StringIO()
     capture = logging.StreamHandler(stream)
     capture.setFormatter(worker.logger.registered_formatter)
