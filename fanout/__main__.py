@@ -1,9 +1,3 @@
-import sys
+from fanout.cli import console_main
 
-from stacks.runtime_node import use_venv_node
-
-use_venv_node()
-
-from fanout.cli import main  # noqa: E402
-
-sys.exit(main())
+console_main()

@@ -1,22 +1,39 @@
-"""Command line of the kit: ``python -m fanout --help``."""
+"""Command line of the kit: ``fanout --help`` (or ``python -m fanout --help``).
+
+Every mistake a user can make (a flag, the input file, the environment, cdk.json, an unreachable
+AWS endpoint, Ctrl-C) ends in one line on stderr, ``fanout: ...``, and exit code 2 for usage
+problems (130 for Ctrl-C); no traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from fanout.errors import CliError
 from fanout.faults import FaultSpecError
 from fanout.ops import commands as ops_commands
 
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fanout", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="fanout",
+        description="The fan-out/fan-in kit: run a batch locally, or start, watch and redrive one in AWS.",
+    )
     ops_commands.global_options(parser, suppress=False)  # for the deployed-environment commands
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(
         "run",
         help="run a batch locally on the embedded engine (synthesized ASL, real handlers, moto)",
+        description="Checks the flags, the environment and the input file (the workflow's own "
+        "validation and the 256 KiB execution input limit) first, then synthesizes the CDK app and "
+        "runs the batch locally. Exit code 0 if the execution SUCCEEDED, 1 if not, 2 for a usage "
+        "problem.",
     )
     run.add_argument("input", help="execution input JSON file (or - for stdin)")
     run.add_argument("--workflow", choices=("parallel", "map"), default="parallel",
@@ -29,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="execution name (default: generated)")
     run.add_argument(
         "--fail", action="append", metavar="TASK=MODE",
-        help="make a task fail: TASK=transient:K (first K attempts), TASK=permanent, TASK=fatal",
+        help="parallel: make a task fail: TASK=transient:K (its first K attempts), TASK=permanent "
+        "(every attempt: retries exhausted), TASK=fatal (not retryable)",
     )
     run.add_argument(
         "--lambda-fault", action="append", metavar="FUNCTION=CODE[:K]",
@@ -37,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "ServiceException:2)",
     )
     run.add_argument("--dlq-send-failures", type=int, default=0, metavar="K",
-                     help="the next K SendMessage calls to the DLQ fail")
+                     help="the next K SendMessage calls to the DLQ fail (needs a permanent or fatal "
+                     "--fail / --fail-item, so that something is dead-lettered)")
     run.add_argument("--no-sleep", action="store_true",
                      help="record Retry waits instead of sleeping them")
     from fanout import ledger_demo
@@ -57,7 +76,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fanout.demo import quiet_handler_logs
+
+    quiet_handler_logs()  # before any handler module creates its logger
     args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("fanout: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except CliError as exc:
+        print(f"fanout: {exc}", file=sys.stderr)
+        return exc.code
+    except FaultSpecError as exc:
+        print(f"fanout: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `fanout run ... | head -3`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from stacks.config import ConfigError
+
     try:
         if args.command == "run":
             from fanout.demo import run_demo
@@ -65,15 +107,37 @@ def main(argv: list[str] | None = None) -> int:
             return run_demo(args)
         if args.command == "ledger":
             from fanout.ledger_demo import run_from_args
+            from fanout.ops.aws import environment
+            from fanout.views import make_console
 
-            return run_from_args(args)
+            environment(args.env)  # an unknown environment or a broken cdk.json: before synth
+            return run_from_args(args, console=make_console())
         if args.command == "iam-report":
             from fanout.iam_report import main as iam_report
 
             return iam_report(args)
         if args.command in ops_commands.OPS_COMMANDS:
             return ops_commands.run(args)
-    except FaultSpecError as exc:
-        print(f"fanout: {exc}", file=sys.stderr)
-        return 2
-    return 2
+    except ConfigError as exc:
+        message = str(exc)
+        raise CliError(message if message.startswith("cdk.json") else f"cdk.json: {message}") from None
+    return EXIT_USAGE
+
+
+def console_main() -> None:
+    """The ``fanout`` command (and ``python -m fanout``)."""
+    try:
+        from stacks.runtime_node import use_venv_node
+
+        use_venv_node()
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C while the modules load
+        print("fanout: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        # Ctrl-C reached the whole process group: jsii's Node is gone, and its exit hook would
+        # print a BrokenPipeError traceback. Nothing else is left to clean up in this process.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -7,12 +7,16 @@ import json
 import logging
 import os
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
+from fanout.errors import CliError
 from fanout.faults import (
     apply_item_faults,
     apply_task_faults,
@@ -22,32 +26,121 @@ from fanout.faults import (
 )
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
 from fanout.ops.watch import counts_line
-from fanout.views import task_table
+from fanout.views import PlainTaskLog, cause_message, error_line, make_console, task_table
 
 
-def load_input(path: str) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text() if path != "-" else os.sys.stdin.read()
-    except OSError as exc:
-        raise SystemExit(f"input file {path}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"input file {path}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+# Kept out of the view: handler logs (Powertools reads these when a handler module creates its
+# logger, so they are set before any handler module is imported; the view shows every failure from
+# the execution history), X-Ray, EMF metric lines. A value the user set wins:
+# POWERTOOLS_LOG_LEVEL=INFO fanout run ... shows the handlers' JSON lines as Lambda would log them.
+QUIET_ENV = {
+    "POWERTOOLS_LOG_LEVEL": "CRITICAL",
+    "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon locally
+    "POWERTOOLS_METRICS_DISABLED": "true",
+}
+# --dlq-send-failures makes the DLQ's SendMessage fail; only a task that ends dead-lettered sends.
+DEAD_LETTERING_MODES = ("permanent", "fatal")
+MANIFEST_PLACEHOLDER_BUCKET = "local-batch-bucket"  # validated before synth; the real one after
 
 
-def run_demo(args: Any) -> int:
-    console = Console()
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # keep handler logs out of the view
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")  # no X-Ray daemon locally
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # no EMF lines in the view
-    logging.getLogger("aws_lambda_powertools").setLevel(logging.WARNING)
+def quiet_handler_logs() -> None:
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    logging.getLogger("aws_lambda_powertools").setLevel(logging.CRITICAL)
+
+
+@dataclass
+class RunPlan:
+    """Everything ``fanout run`` checks before it synthesizes (a bad flag, environment or input
+    file is answered in well under a second, with one line)."""
+
+    cfg: Any
+    workflow: str
+    name: str
+    execution_input: Any
+    lambda_faults: list[tuple[str, list[str]]]
+    manifest: tuple[str, bytes] | None = None  # (S3 key, body) to upload, with --manifest
+
+
+def plan_run(args: Any) -> RunPlan:
+    from fanout.inputs import check_size, label_of, read_input, validate
+    from fanout.ops.aws import environment
+    from fanout.ops.start import check_name
+
+    workflow = args.workflow
+    if workflow == "parallel" and args.fail_item:
+        raise CliError(
+            f"--fail-item {args.fail_item[0]}: applies to the Map workflow's items (--workflow map); "
+            "make a Parallel task fail with --fail TASK=MODE"
+        )
+    if workflow == "parallel" and args.manifest:
+        raise CliError(f"--manifest {args.manifest}: needs --workflow map (a manifest lists Map items)")
+    if workflow == "map" and args.fail:
+        raise CliError(
+            f"--fail {args.fail[0]}: applies to the Parallel workflow's tasks; make a Map item fail "
+            "with --fail-item INDEX=MODE"
+        )
+    if args.dlq_send_failures < 0:
+        raise CliError(f"--dlq-send-failures {args.dlq_send_failures}: must be 0 or more")
+    task_faults = [parse_task_fault(f) for f in args.fail or []]
+    item_faults = [parse_item_fault(f) for f in args.fail_item or []]
     lambda_faults = [parse_lambda_fault(f) for f in args.lambda_fault or []]
-    execution_input = load_input(args.input)
-    if args.workflow == "parallel":
-        execution_input = apply_task_faults(execution_input, [parse_task_fault(f) for f in args.fail or []])
+    faults = task_faults + [fault for _, fault in item_faults]
+    if args.dlq_send_failures and not any(f.mode in DEAD_LETTERING_MODES for f in faults):
+        example = "--fail NotifyCustomer=permanent" if workflow == "parallel" else "--fail-item 7=permanent"
+        raise CliError(
+            f"--dlq-send-failures {args.dlq_send_failures}: nothing is dead-lettered in this run, so "
+            f"no DLQ send can fail; add a permanent or fatal failure, e.g. {example}"
+        )
+
+    cfg = environment(args.env)
+    name = check_name(args.name) if args.name else f"local-{uuid.uuid4().hex[:12]}"
+    label = label_of(args.input)
+    execution_input = read_input(args.input)
+    manifest = None
+    if args.manifest:
+        manifest = _read_manifest(args.manifest, cfg)
+        if isinstance(execution_input, dict):
+            execution_input = {
+                **execution_input,
+                "manifest": {"bucket": MANIFEST_PLACEHOLDER_BUCKET, "key": manifest[0]},
+            }
+    validate(workflow, execution_input, cfg, name, label)
+    if workflow == "parallel":
+        execution_input = apply_task_faults(execution_input, task_faults)
     else:
-        execution_input = apply_item_faults(execution_input, [parse_item_fault(f) for f in args.fail_item or []])
+        execution_input = apply_item_faults(execution_input, item_faults)
+    check_size(execution_input, label)  # the fault switches add a few bytes
+    return RunPlan(cfg, workflow, name, execution_input, lambda_faults, manifest)
+
+
+def _read_manifest(path_text: str, cfg: Any) -> tuple[str, bytes]:
+    """(S3 key, body) of a --manifest file, checked with the PrepareBatch Lambda's own parser."""
+    from lambdas.fanout_common.errors import InvalidInput
+    from lambdas.fanout_common.manifest import _format_from_key, count_items, parse_manifest
+
+    path = Path(path_text)
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"--manifest {path_text}: {exc.strerror or exc}") from None
+    fmt = _format_from_key(path.name)
+    if fmt is None:
+        raise CliError(f"--manifest {path_text}: name a .json (array of items) or .csv (header row) file")
+    try:
+        where = f"--manifest {path_text}"
+        items = parse_manifest(body, fmt, where, max_item_bytes=cfg.map.max_item_bytes)
+        count_items(items, max_item_bytes=cfg.map.max_item_bytes, where=where)
+    except InvalidInput as exc:
+        raise CliError(str(exc)) from None
+    return f"manifests/{path.name}", body
+
+
+def run_demo(args: Any, console: Console | None = None) -> int:
+    quiet_handler_logs()
+    console = console or make_console()
+    plan = plan_run(args)
+    execution_input, workflow = plan.execution_input, plan.workflow
 
     from fanout.local.engine import LocalEngine
     from fanout.local.template import synthesize
@@ -56,22 +149,27 @@ def run_demo(args: Any) -> int:
     with console.status(f"synthesizing the CDK app ({args.env}) with cdk-nag..."):
         app = synthesize(args.env)
     synth_seconds = time.monotonic() - started
-    workflow = args.workflow
     with LocalEngine(app, workflows=(workflow,), sleep_retries=not args.no_sleep) as engine:
-        for function, codes in lambda_faults:
-            engine.inject_lambda_service_faults(function, codes, workflow=workflow)
+        for function, codes in plan.lambda_faults:
+            try:
+                engine.inject_lambda_service_faults(function, codes, workflow=workflow)
+            except KeyError:
+                known = ", ".join(sorted(engine.stacks[workflow].functions.values()))
+                raise CliError(
+                    f"--lambda-fault {function}=...: no function {function} in the {workflow} "
+                    f"workflow; functions: {known}"
+                ) from None
         if args.dlq_send_failures:
             (queue_id,) = engine.stacks[workflow].queues
             engine.inject_sqs_send_failures(queue_id, args.dlq_send_failures, workflow=workflow)
-        if getattr(args, "manifest", None):
-            path = Path(args.manifest)
-            execution_input["manifest"] = engine.upload_manifest(f"manifests/{path.name}", path.read_bytes())
-        arn = engine.start(workflow, execution_input, name=args.name)
-        title = f"batch {execution_input.get('batchId', '(from execution name)')} on {args.env}"
+        if plan.manifest:
+            execution_input = {**execution_input, "manifest": engine.upload_manifest(*plan.manifest)}
+        arn = engine.start(workflow, execution_input, name=plan.name)
+        title = f"batch {execution_input.get('batchId', plan.name)} on {args.env}"
         if workflow == "parallel":
             result = _follow_tasks(console, engine, arn, title)
         else:
-            result = _follow_items(console, engine, arn, title, execution_input.get("batchId"))
+            result = _follow_items(console, engine, arn, title, execution_input.get("batchId") or plan.name)
         batch_id = _batch_id(result.history) or execution_input.get("batchId")
         record = engine.status_record(batch_id, workflow) if batch_id else None
         map_run = engine.map_run_counts(result.arn) if workflow == "map" else None
@@ -83,7 +181,7 @@ def run_demo(args: Any) -> int:
     color = "green" if result.status == "SUCCEEDED" else "red"
     console.print(f"\nexecution [bold {color}]{result.status}[/]  {result.arn}")
     if result.error:
-        console.print(f"  error: [bold]{result.error}[/]\n  cause: {result.cause}")
+        console.print(f"  error: {escape(error_line(result.error, result.cause))}")
     console.print(f"final status record: {json.dumps(record, sort_keys=True) if record else 'none'}")
     if map_run:
         console.print(counts_line(map_run))
@@ -94,7 +192,7 @@ def run_demo(args: Any) -> int:
     )
     console.print(f"dead-letter queue: {len(dlq)} message(s)")
     for message in dlq[:10]:
-        console.print("  - " + describe_dlq_message(message))
+        console.print("  - " + escape(describe_dlq_message(message)))
     if len(dlq) > 10:
         console.print(f"  ... and {len(dlq) - 10} more")
     verb = "slept" if not args.no_sleep else "recorded, not slept"
@@ -107,18 +205,15 @@ def run_demo(args: Any) -> int:
     console.print(
         f"state transitions (parent): {state_transitions(result.history)}, history events: "
         f"{len(result.history)}, Lambda invocations: {invocations}\n"
-        f"wall time: synth {synth_seconds:.1f}s, execution {result.seconds:.2f}s"
+        f"wall time: synth {synth_seconds:.1f}s{' (cached: app inputs unchanged)' if app.cached else ''}, "
+        f"execution {result.seconds:.2f}s"
     )
     return 0 if result.status == "SUCCEEDED" else 1
 
 
 def describe_dlq_message(message: dict[str, Any]) -> str:
     """One line (two for a task) per DLQ message, for people."""
-    cause = message.get("cause", "")
-    try:
-        cause = json.loads(cause).get("errorMessage", cause)
-    except (ValueError, AttributeError):
-        pass
+    cause = cause_message(message.get("cause", ""))
     head = f"task={message.get('task')} batch={message.get('batchId')} error={message.get('error')} cause={cause!r}"
     if "items" in message:
         indexes = [i.get("index") for i in message["items"]]
@@ -129,6 +224,16 @@ def describe_dlq_message(message: dict[str, Any]) -> str:
 def _follow_tasks(console: Console, engine: Any, arn: str, title: str) -> Any:
     configured = [n for lid, n in engine.stacks["parallel"].functions.items() if lid.startswith("Task")]
     tracker = ProgressTracker(configured)
+    if not console.is_terminal:  # a pipe or a CI log: plain lines, then the final table
+        log = PlainTaskLog(console)
+
+        def on_plain_event(event: dict[str, Any]) -> None:
+            tracker.feed(event)
+            log.update(tracker)
+
+        result = engine.wait(arn, on_event=on_plain_event)
+        console.print(task_table(tracker, title))
+        return result
     with Live(task_table(tracker, title), console=console, refresh_per_second=8) as live:
 
         def on_event(event: dict[str, Any]) -> None:

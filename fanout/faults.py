@@ -8,6 +8,9 @@
 invokes of that function (TASK name, ValidateInput or UpdateFinalStatus);
 ``--dlq-send-failures K``   the next K SendMessage calls to the DLQ fail.
 
+``fanout run`` refuses a switch that cannot apply (``--fail`` on the Map workflow, ``--fail-item`` on
+the Parallel one, ``--dlq-send-failures`` without a task that is dead-lettered).
+
 Task faults travel in the task's payload (``simulateFailure``), so they work on a deployed stack
 too; service faults exist only in the local engine.
 """
@@ -18,8 +21,6 @@ import copy
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from lambdas.fanout_common.worker import SIMULATE_KEY
 
 LAMBDA_FAULT_CODES = (
     "ServiceException",
@@ -65,6 +66,8 @@ def parse_lambda_fault(text: str) -> tuple[str, list[str]]:
 
 def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) -> dict[str, Any]:
     """A copy of the input with each fault's switch added to its task's payload."""
+    from lambdas.fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
+
     out = copy.deepcopy(execution_input)
     tasks = out.get("tasks")
     for fault in faults:
@@ -87,6 +90,8 @@ def parse_item_fault(text: str) -> tuple[int, TaskFault]:
 
 def apply_item_faults(execution_input: dict[str, Any], faults: list[tuple[int, TaskFault]]) -> dict[str, Any]:
     """A copy of a Map input with each fault's switch added to the item at that index."""
+    from lambdas.fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
+
     out = copy.deepcopy(execution_input)
     items = out.get("items")
     for index, fault in faults:

@@ -46,6 +46,7 @@ from typing import Any
 
 from rich.console import Console
 
+from fanout.errors import CliError
 from fanout.local.template import local_names, make_resolver, resources_of_type
 
 WORKFLOW = "ledger"
@@ -641,7 +642,7 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
     try:
         fail = sorted({int(i) for i in args.fail.split(",") if i.strip()})
     except ValueError:
-        raise SystemExit(f"--fail: comma-separated whole numbers expected, got {args.fail!r}") from None
+        raise CliError(f"--fail {args.fail!r}: comma-separated whole numbers (child indexes) expected") from None
     from fanout.local.template import synthesize
 
     console = console or Console()
@@ -662,7 +663,7 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
             timeout_seconds=args.timeout,
         )
     except ValueError as exc:
-        raise SystemExit(f"fanout.ledger_demo: {exc}") from None
+        raise CliError(str(exc)) from None
     record = facts["status_record"] or {}
     return 0 if facts["ledger_status"] == "COMPLETED" and record.get("status") == "SUCCEEDED" else 1
 

@@ -118,7 +118,19 @@ class EnvironmentConfig:
 
 
 def read_cdk_context(path: Path = CDK_JSON) -> dict[str, Any]:
-    return json.loads(path.read_text())["context"]
+    """cdk.json's ``context``; an unreadable or malformed file is a ConfigError naming the spot."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    context = data.get("context") if isinstance(data, dict) else None
+    if not isinstance(context, dict):
+        raise ConfigError('needs a "context" object (the kit\'s settings live there)')
+    return context
 
 
 def _int(env: Mapping[str, Any], key: str, where: str, low: int = 1) -> int:

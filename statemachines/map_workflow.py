@@ -139,11 +139,9 @@ def _distributed_map(
         result_path="$.mapRun",
         label=f"ProcessItems{fmt}",
     )
-    dmap.item_processor(
-        _item_processor(scope, fmt, cfg, worker, dlq),
-        mode=sfn.ProcessorMode.DISTRIBUTED,
-        execution_type=sfn.ProcessorType.EXPRESS if express else sfn.ProcessorType.STANDARD,
-    )
+    # Mode DISTRIBUTED and the child execution type come from DistributedMap (map_execution_type);
+    # ProcessorConfig.executionType would be ignored there, with a synth warning.
+    dmap.item_processor(_item_processor(scope, fmt, cfg, worker, dlq))
     return dmap
 
 

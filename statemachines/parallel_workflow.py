@@ -181,8 +181,8 @@ def build_parallel_workflow(
             ":failedTasks": tasks.DynamoAttributeValue.from_string_set(sfn.JsonPath.list_at(FAILURES_PATH)),
         },
         failure_cause_path=sfn.JsonPath.format(
-            "{} of {} tasks failed after their retries: {} (context: the dead-letter queue, or the "
-            "history of this execution if the send failed)",
+            "{} of {} tasks failed: {} (retries exhausted, or not retryable; context: the dead-letter "
+            "queue, or the history of this execution if the send failed)",
             sfn.JsonPath.string_at(FAILED_COUNT_PATH),
             str(len(bindings)),
             sfn.JsonPath.json_to_string(sfn.JsonPath.list_at(FAILURES_PATH)),

@@ -20,3 +20,30 @@ def test_every_state_is_drawn(dev_app):
         svg = pictures[f"{workflow}-workflow.svg"]
         for _, name, _ in iter_states(asl):
             assert f">{name}<" in svg or f">{name} (" in svg, name
+
+
+def test_pictures_fit_the_readme_at_full_size(dev_app):
+    """GitHub shows README images at most ~880 px wide: drawn no wider, the 13 px text is not shrunk."""
+    import re
+
+    for name, svg in render(dev_app).items():
+        width = int(re.search(r'<svg [^>]*width="(\d+)"', svg).group(1))
+        assert width <= 880, (name, width)
+        assert 'font-size="13"' in svg.splitlines()[0]
+
+
+def test_retries_next_plus_catch_and_the_success_end_are_drawn(dev_app):
+    from fanout.local.template import state_machine_definitions
+    from statemachines.graph_svg import retries, to_svg
+
+    (asl,) = state_machine_definitions(dev_app.template("parallel"), dev_app.region).values()
+    svg = to_svg(asl, "t")
+    # ChargePayment's RetryableTaskError rule has MaxAttempts 4 (cdk.json), the others 3
+    branch = next(b for b in asl["States"]["RunTasks"]["Branches"] if "Run ChargePayment" in b["States"])
+    assert retries(branch["States"]["Run ChargePayment"]) == 4
+    assert svg.count(">up to 4 retries<") == 1 and svg.count(">up to 3 retries<") == 2
+    # RecordBatchFailure -> BatchFailed is its Next and its Catch: a grey and a red line, one label
+    assert svg.count(">next + catch<") == 1
+    assert svg.count('marker-end="url(#arrow-red)"') == svg.count('stroke="#dc2626" stroke-width="1.3"')
+    # a green end after UpdateFinalStatus (the only top-level End state)
+    assert svg.count("<title>succeeded</title>") == 1 and 'stroke="#15803d"' in svg

@@ -87,3 +87,42 @@ def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
     with pytest.raises(worker.RetryableTaskError):
         handler({**event, "attempt": 0, "input": {"simulateFailure": {"mode": "permanent"}}}, Ctx())
     assert emitted() == {"TaskFailed"}
+
+
+def test_task_log_keys_do_not_leak_into_the_next_function():
+    """In Lambda one process runs one invocation; the local engine runs every handler in one
+    process. A task's task_id/attempt keys must not appear on another function's log lines."""
+    import io
+    import json as _json
+    import logging
+
+    from aws_lambda_powertools import Logger
+    from fanout_common import worker
+
+    worker.logger.remove_keys(["task_id", "attempt"])  # as in a fresh process (other tests log too)
+    stream = io.StringIO()
+    capture = logging.StreamHandler(stream)
+    capture.setFormatter(worker.logger.registered_formatter)
+    worker.logger._logger.addHandler(capture)
+    level = worker.logger._logger.level
+    worker.logger.setLevel(logging.INFO)
+
+    @worker.task_handler
+    def handler(task):
+        worker.logger.info("inside")
+        return {"ok": True}
+
+    class Ctx:
+        function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "f", 128, "arn", "r"
+
+    try:
+        handler({"batchId": "b", "task": "NotifyCustomer", "input": {}, "attempt": 2}, Ctx())
+        Logger(service=worker.logger.service).info("next function")  # another handler's logger
+    finally:
+        worker.logger._logger.removeHandler(capture)
+        worker.logger.setLevel(level)
+    lines = [_json.loads(line) for line in stream.getvalue().splitlines()]
+    inside = next(line for line in lines if line["message"] == "inside")
+    after = next(line for line in lines if line["message"] == "next function")
+    assert inside["task_id"] == "NotifyCustomer" and inside["attempt"] == 3
+    assert "task_id" not in after and "attempt" not in after

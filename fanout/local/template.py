@@ -7,7 +7,10 @@ the local stand-ins of the same resources: nothing about the workflow is written
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +20,13 @@ from typing import Any
 LOCAL_ACCOUNT = "123456789012"  # moto's default account
 
 
+# What the synthesized templates are made of: a change to any of these files (or to the CDK,
+# constructs and cdk-nag versions) means a new synth; otherwise a run reuses the last one.
+APP_INPUTS = ("app.py", "cdk.json", "stacks", "statemachines", "lambdas")
+APP_PACKAGES = ("aws-cdk-lib", "constructs", "cdk-nag")
+CACHE_INDEX = "fanout-synth.json"
+
+
 @dataclass(frozen=True)
 class SynthesizedApp:
     env_name: str
@@ -24,19 +34,69 @@ class SynthesizedApp:
     templates: dict[str, dict[str, Any]]  # stack name -> template
     workflow_stacks: dict[str, str]  # workflow ("parallel") -> stack name
     region: str
+    cached: bool = False  # reused from the synth cache (same app inputs)
 
     def template(self, workflow: str) -> dict[str, Any]:
         return self.templates[self.workflow_stacks[workflow]]
 
 
 def synthesize(env_name: str = "dev", outdir: str | Path | None = None) -> SynthesizedApp:
-    """Run the same app builder as ``cdk synth`` (cdk-nag included) and load the templates."""
+    """Run the same app builder as ``cdk synth`` (cdk-nag included) and load the templates.
+
+    Without ``outdir``, the result is kept in one cache folder per environment,
+    ``.fanout-cache/synth/ENV-KEY`` (KEY: a hash of the app's inputs), and reused while the inputs
+    are unchanged; a new synth replaces the environment's older folder. Nothing is left in the
+    temporary directory."""
+    if outdir is not None:
+        return _synth(env_name, Path(outdir))
+    from stacks.config import ROOT
+
+    cache = ROOT / ".fanout-cache" / "synth"
+    folder = cache / f"{env_name}-{app_inputs_key(env_name, ROOT)}"
+    if (folder / CACHE_INDEX).is_file():
+        return _load(folder)
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{env_name}-", dir=cache))
+    try:
+        app = _synth(env_name, work)
+        index = {"env_name": env_name, "region": app.region, "workflow_stacks": app.workflow_stacks}
+        (work / CACHE_INDEX).write_text(json.dumps(index, indent=1))
+        try:
+            work.rename(folder)
+        except OSError:  # another run just wrote the same synth: keep that one
+            return _load(folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for old in cache.glob(f"{env_name}-*"):
+        if old != folder:
+            shutil.rmtree(old, ignore_errors=True)
+    return dataclasses.replace(app, outdir=folder)
+
+
+def app_inputs_key(env_name: str, root: Path) -> str:
+    """A hash of everything the synthesized templates depend on."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(env_name.encode())
+    for package in APP_PACKAGES:
+        digest.update(f"\0{package}={version(package)}".encode())
+    for name in APP_INPUTS:
+        path = root / name
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for file in files:
+            if "__pycache__" in file.parts or file.suffix == ".pyc":
+                continue
+            digest.update(f"\0{file.relative_to(root).as_posix()}\0".encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _synth(env_name: str, out: Path) -> SynthesizedApp:
     from stacks.runtime_node import use_venv_node
 
     use_venv_node()
     from stacks.app_builder import build_app
 
-    out = Path(outdir or tempfile.mkdtemp(prefix="fanout-cdk-out-"))
     app, cfg, stacks = build_app(env_name, outdir=str(out))
     app.synth()
     templates = {
@@ -49,6 +109,24 @@ def synthesize(env_name: str = "dev", outdir: str | Path | None = None) -> Synth
         templates=templates,
         workflow_stacks={k: s.stack_name for k, s in stacks.items()},
         region=cfg.region,
+    )
+
+
+def _load(folder: Path) -> SynthesizedApp:
+    index = json.loads((folder / CACHE_INDEX).read_text())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    templates = {}
+    for artifact_id, artifact in manifest["artifacts"].items():
+        if artifact.get("type") == "aws:cloudformation:stack":
+            stack_name = artifact["properties"].get("stackName", artifact_id)
+            templates[stack_name] = json.loads((folder / artifact["properties"]["templateFile"]).read_text())
+    return SynthesizedApp(
+        env_name=index["env_name"],
+        outdir=folder,
+        templates=templates,
+        workflow_stacks=index["workflow_stacks"],
+        region=index["region"],
+        cached=True,
     )
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from fanout.errors import CliError
 from stacks.config import (
     ENVIRONMENTS_KEY,
     ConfigError,
@@ -47,12 +49,29 @@ MISSING_RESOURCE_ERRORS = {
 }
 
 
-class OpsError(Exception):
-    """An operator error: printed as one line (``fanout: ...``), exit code ``code``."""
+# The CLI's own calls: a short connect timeout, a read timeout well above any call it makes (the
+# slowest is a GetExecutionHistory page), and few retries, so an endpoint that accepts and never
+# answers costs ~1 minute instead of botocore's 3 x 60 s, then one line (botocore defaults: 60 s
+# each, legacy mode 5 attempts).
+CONNECT_TIMEOUT_SECONDS = 5
+READ_TIMEOUT_SECONDS = 20
+MAX_ATTEMPTS = 3  # standard retry mode: the first call + 2 retries, for throttling and 5xx
+# The region the current command's clients use, for error lines ("cannot reach AWS in eu-west-1").
+current_region: ContextVar[str | None] = ContextVar("current_region", default=None)
 
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
+
+def client_config() -> Any:
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
+        retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+    )
+
+
+class OpsError(CliError):
+    """An operator error: printed as one line (``fanout: ...``), exit code ``code``."""
 
 
 def environment(name: str, context: Mapping[str, Any] | None = None) -> EnvironmentConfig:
@@ -103,10 +122,11 @@ class Aws:
         self.endpoint_url = endpoint_url or None  # None: boto3 honours AWS_ENDPOINT_URL itself
         self.session = boto3.session.Session(region_name=self.region)
         self._clients: dict[str, Any] = {}
+        current_region.set(self.region)
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            kwargs: dict[str, Any] = {"region_name": self.region}
+            kwargs: dict[str, Any] = {"region_name": self.region, "config": client_config()}
             if self.endpoint_url:
                 kwargs["endpoint_url"] = self.endpoint_url
             self._clients[service] = self.session.client(service, **kwargs)
@@ -183,14 +203,25 @@ def clear_errors(region: str | None = None, endpoint_url: str | None = None) -> 
     """Turn the usual AWS client failures into OpsError (one line naming the fix)."""
     from botocore.exceptions import (
         ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
         EndpointConnectionError,
+        HTTPClientError,
         InvalidRegionError,
         NoCredentialsError,
         NoRegionError,
         PartialCredentialsError,
+        ReadTimeoutError,
         TokenRetrievalError,
     )
+    from botocore.parsers import ResponseParserError
 
+    def where() -> str:
+        used = current_region.get() or region
+        target = endpoint_url or "AWS"
+        return f"{target} in {used}" if used else target
+
+    fix = "check --region, --endpoint-url / AWS_ENDPOINT_URL and the network, then retry"
     try:
         yield
     except (NoCredentialsError, PartialCredentialsError) as exc:
@@ -202,12 +233,29 @@ def clear_errors(region: str | None = None, endpoint_url: str | None = None) -> 
         raise OpsError(f"AWS SSO token expired ({exc}): run aws sso login and retry") from None
     except (NoRegionError, InvalidRegionError) as exc:
         raise OpsError(f"no usable AWS region ({exc}): pass --region such as eu-west-1") from None
-    except EndpointConnectionError as exc:
-        where = endpoint_url or f"AWS in {region}"
+    except ConnectTimeoutError as exc:
         raise OpsError(
-            f"cannot reach {where} ({exc.kwargs.get('endpoint_url', '')}): check --region and "
-            "--endpoint-url / AWS_ENDPOINT_URL, and the network"
+            f"cannot reach {where()}: no connection to {exc.kwargs.get('endpoint_url', '?')} within "
+            f"{CONNECT_TIMEOUT_SECONDS}s ({MAX_ATTEMPTS} attempts): {fix}",
         ) from None
+    except EndpointConnectionError as exc:
+        raise OpsError(
+            f"cannot reach {where()}: could not connect to {exc.kwargs.get('endpoint_url', '?')}: {fix}",
+        ) from None
+    except ReadTimeoutError as exc:
+        raise OpsError(
+            f"{where()} did not answer: {exc.kwargs.get('endpoint_url', '?')} accepted the connection "
+            f"but sent no response within {READ_TIMEOUT_SECONDS}s ({MAX_ATTEMPTS} attempts): {fix}",
+        ) from None
+    except (ResponseParserError, KeyError, ValueError) as exc:
+        if not isinstance(exc, ResponseParserError) and not _raised_in_botocore_parser(exc):
+            raise
+        raise OpsError(
+            f"{where()} answered with something that is not an AWS API response (a proxy or another "
+            f"HTTP server at that address?): {fix}",
+        ) from None
+    except (ConnectionClosedError, HTTPClientError) as exc:
+        raise OpsError(f"connection to {where()} failed ({exc}): {fix}") from None
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = error.get("Code", "")
@@ -228,3 +276,12 @@ def clear_errors(region: str | None = None, endpoint_url: str | None = None) -> 
                 "exist (deleted by hand?): redeploy the stack (npx cdk deploy -c env=NAME)"
             ) from None
         raise OpsError(f"AWS error on {operation} ({code}): {error.get('Message', '')}", code=1) from None
+
+
+def _raised_in_botocore_parser(exc: BaseException) -> bool:
+    """botocore's response parsers fail on a non-AWS body with KeyError / ValueError as often as
+    with ResponseParserError (an HTML page parsed as a Query response, for one)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename.replace("\\", "/").endswith("botocore/parsers.py")

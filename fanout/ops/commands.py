@@ -98,16 +98,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from fanout.ops.aws import OpsError, clear_errors
+    from fanout.errors import CliError
+    from fanout.views import make_console
+    from fanout.ops.aws import clear_errors
 
     for key in ("region", "endpoint_url"):
         if not hasattr(args, key):
             setattr(args, key, None)
-    out = Console(highlight=False, soft_wrap=True)
-    if not out.is_terminal:  # logs, pipes: no 80-column wrapping of the tables
-        out = Console(highlight=False, soft_wrap=True, width=max(out.width, 120))
+    out = make_console(highlight=False)  # logs, pipes: no 80-column wrapping
     try:
         with clear_errors(args.region, args.endpoint_url):
             if args.command == "start":
@@ -121,6 +119,6 @@ def run(args: argparse.Namespace) -> int:
             from fanout.ops.dlq import cmd_list, cmd_redrive
 
             return cmd_list(args, out) if args.dlq_command == "list" else cmd_redrive(args, out)
-    except OpsError as exc:
+    except CliError as exc:  # OpsError included
         print(f"fanout: {exc}", file=sys.stderr)
         return exc.code

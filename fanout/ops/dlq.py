@@ -466,7 +466,7 @@ def cmd_redrive(args: Any, out: Any) -> int:
         out.print(f"deleted {deleted} dead-letter message(s) of batch {args.batch}")
         if refused:
             out.print(f"[red]SQS refused to delete {len(refused)} message(s): run the redrive again[/]")
-        out.print(f"follow it: python -m fanout watch {arn}")
+        out.print(f"follow it: fanout watch {arn}")
         return 1 if refused else 0
     finally:
         release(sqs, deployment.queue_url, held)

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from fanout.local.history import (
@@ -28,7 +29,7 @@ from fanout.ops.aws import (
     find_deployment,
     parse_execution_arn,
 )
-from fanout.views import task_table
+from fanout.views import error_line, task_table
 from stacks.config import environment_names
 
 FIRST_STATES = ("ValidateInput", "PrepareBatch")
@@ -218,7 +219,7 @@ def summarize(out: Any, watcher: Watcher) -> int:
     out.print(f"execution [bold {color}]{status}[/]  {watcher.arn}")
     out.print(f"  console: {console_url(watcher.aws.region, watcher.arn)}")
     if d.get("error") or d.get("cause"):
-        out.print(f"  error: [bold]{d.get('error')}[/]\n  cause: {d.get('cause')}")
+        out.print(f"  error: {escape(error_line(d.get('error'), d.get('cause')))}")
     record = None
     if watcher.batch_id:
         record = read_status(
@@ -231,9 +232,9 @@ def summarize(out: Any, watcher: Watcher) -> int:
         env = watcher.deployment.env.name
         flag = "" if watcher.deployment.workflow == "parallel" else " --workflow map"
         out.print(
-            f"dead-lettered tasks: python -m fanout dlq list --env {env}{flag} --batch {watcher.batch_id}"
+            f"dead-lettered tasks: fanout dlq list --env {env}{flag} --batch {watcher.batch_id}"
         )
         out.print(
-            f"redrive them:        python -m fanout dlq redrive --env {env}{flag} --batch {watcher.batch_id}"
+            f"redrive them:        fanout dlq redrive --env {env}{flag} --batch {watcher.batch_id}"
         )
     return 0 if status == "SUCCEEDED" else 1

@@ -102,18 +102,24 @@ def task_handler(logic: Callable[[TaskEvent], dict[str, Any]]) -> Callable[[dict
     @functools.wraps(logic)
     def handler(event: dict, context: Any) -> dict[str, Any]:
         task = TaskEvent.parse(event)
-        logger.append_keys(batch_id=task.batch_id, task_id=task.task, attempt=task.attempt + 1)
-        if task.attempt:
-            metrics.add_metric(name=RETRIED_METRIC, unit=MetricUnit.Count, value=1)
+        # This invocation's keys only: in Lambda one process runs one invocation at a time, but the
+        # local engine runs every handler in one process (Parallel branches on threads), where
+        # plain append_keys would leak task_id/attempt into the next function's lines.
+        logger.thread_safe_append_keys(batch_id=task.batch_id, task_id=task.task, attempt=task.attempt + 1)
         try:
-            raise_simulated_failure(task)
-            output = logic(task)
-        except Exception as exc:
-            metrics.add_metric(name=FAILED_METRIC, unit=MetricUnit.Count, value=1)
-            logger.warning("task failed", extra={"error": type(exc).__name__})
-            raise
-        metrics.add_metric(name=SUCCEEDED_METRIC, unit=MetricUnit.Count, value=1)
-        logger.info("task succeeded")
-        return output
+            if task.attempt:
+                metrics.add_metric(name=RETRIED_METRIC, unit=MetricUnit.Count, value=1)
+            try:
+                raise_simulated_failure(task)
+                output = logic(task)
+            except Exception as exc:
+                metrics.add_metric(name=FAILED_METRIC, unit=MetricUnit.Count, value=1)
+                logger.warning("task failed", extra={"error": type(exc).__name__})
+                raise
+            metrics.add_metric(name=SUCCEEDED_METRIC, unit=MetricUnit.Count, value=1)
+            logger.info("task succeeded")
+            return output
+        finally:
+            logger.thread_safe_clear_keys()
 
     return handler

@@ -279,7 +279,7 @@ def test_map_watch_shows_the_map_runs_counts_and_a_failed_batch_is_redriven(
     failed_arn = started_arn(cli("start", "--workflow", "map", str(path)))
     failed = watch(cli, failed_arn)
     assert failed.code == 1 and "map run items: total=5, succeeded=3, failed=2" in failed.out
-    assert "python -m fanout dlq redrive --env dev --workflow map --batch map-2" in failed.out
+    assert "fanout dlq redrive --env dev --workflow map --batch map-2" in failed.out
     listed = cli("dlq", "list", "--workflow", "map", "--batch", "map-2")
     assert listed.code == 0 and "2 message(s) of batch map-2" in listed.out
     assert "items:     [2]" in listed.out and "error=NonRetryableTaskError" in listed.out
@@ -336,7 +336,7 @@ def test_malformed_input_names_file_line_and_column(cli, deployment, tmp_path):
     run = cli("start", str(bad))
     assert run.code == 2
     assert (
-        run.err.strip() == f"fanout: input file {bad}: not valid JSON: Expecting value at line 3, column 12"
+        run.err.strip() == f"fanout: input file {bad}: not valid JSON: Expecting value (line 3, column 12)"
     )
     missing = cli("start", str(tmp_path / "nope.json"))
     assert missing.code == 2 and "nope.json: No such file or directory" in missing.err
