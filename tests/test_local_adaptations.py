@@ -106,3 +106,19 @@ def test_iterative_map_worker_replaces_the_recursive_one_and_is_restored():
     with iterative_map_workers():
         assert module.DistributedItemProcessorWorker._eval_pool is _iterative_eval_pool
     assert module.DistributedItemProcessorWorker._eval_pool is original
+
+
+def test_reads_wait_for_a_write_in_progress(table):
+    """A read never observes half of a write: it waits for the write lock (moto_fixes docstring)."""
+    from fanout.local import moto_fixes
+
+    _count(table, 1)
+    got = []
+    with moto_fixes._LOCK:  # a write is being applied
+        reader = threading.Thread(target=lambda: got.append(
+            table.get_item(TableName="t", Key={"pk": {"S": "b"}, "sk": {"S": "#meta"}})["Item"]))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive() and got == []  # blocked until the write is done
+    reader.join(5)
+    assert got and got[0]["n"] == {"N": "1"}
