@@ -185,3 +185,15 @@ def test_modelled_ceiling_is_the_tightest_partition_key():
     assert modelled_batch_ceiling({"shard": 0.25}, reads_per_child={"meta": 1}) == 3000
     with pytest.raises(ValueError):
         ContentionModel(window_seconds=-1)
+
+
+def test_a_transaction_cancelled_by_its_condition_holds_nothing(client):
+    with dynamodb_contention(window_seconds=5) as model:  # a hold would make the next call conflict
+        with pytest.raises(client.exceptions.TransactionCanceledException) as caught:
+            client.transact_write_items(TransactItems=[
+                {"Put": {"TableName": "t", "Item": META, "ConditionExpression": "attribute_not_exists(pk)"}},
+            ])
+        assert caught.value.response["CancellationReasons"][0]["Code"] == "ConditionalCheckFailed"
+        assert model.held() == set()
+        client.put_item(TableName="t", Item={**META, "n": {"N": "7"}})  # not held: no conflict
+    assert _n(client) == 7

@@ -27,7 +27,8 @@ the TransactionCanceledException / TransactionConflictException API reference, "
 What it simplifies, on purpose:
 
 * "Ongoing" is a fixed window: a transaction holds its items for ``window_seconds`` after it is
-  applied, then releases them (a real transaction's duration varies; a fixed window makes the
+  applied (conflicts are decided at apply time, inside the emulator's serialization lock, so time
+  spent queued for that lock does not count as in flight), then releases them (a real transaction's duration varies; a fixed window makes the
   local runs repeatable in spirit and lets a test choose how hot the race is). The caller waits
   the window (its latency), outside the emulator's serialization lock, so other writers run and
   meet the held items meanwhile.
@@ -57,6 +58,8 @@ from typing import Any
 from moto.dynamodb.exceptions import DynamodbException, TransactionCanceledException
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.utilities import dynamo_json_dump
+
+from fanout.local.moto_fixes import _LOCK as _SERIAL  # serialized_dynamodb_writes' lock (re-entrant)
 
 CONFLICT_MESSAGE = "Transaction is ongoing for the item"
 THROTTLING_MESSAGE = (
@@ -139,7 +142,7 @@ class ContentionModel:
         self.wcu_by_key: Counter[tuple[str, str]] = Counter()
         self._held: dict[ItemKey, int] = {}
         self._charges: dict[tuple[str, str], deque[tuple[float, int]]] = defaultdict(deque)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered when a cancelled transaction releases its holds
         self._token = 0
         self._applying = threading.local()  # moto applies a transaction through put_item/update_item
 
@@ -192,7 +195,9 @@ class ContentionModel:
             for key in keys:
                 if key is not None:
                     costs[key[:2]] += TRANSACTIONAL_WCU
-            with model._lock:
+            # Decide at apply time, inside the emulator's serialization lock: time a request spends
+            # queued for that lock is an artifact of the emulator, not time in flight on DynamoDB.
+            with _SERIAL, model._lock:
                 if any(key in model._held for key in keys if key is not None):
                     model.stats["transaction_conflicts"] += 1
                     raise TransactionCanceledException(
@@ -213,21 +218,29 @@ class ContentionModel:
                 for key in mine:
                     model._held[key] = token
                 model.stats["transactions"] += 1
-            try:
-                model._applying.active = True
                 try:
-                    return original(backend, transact_items)
-                finally:
-                    model._applying.active = False
-            finally:
+                    model._applying.active = True
+                    try:
+                        result = original(backend, transact_items)  # re-enters _SERIAL
+                    finally:
+                        model._applying.active = False
+                except BaseException:
+                    model._release(mine, token)  # cancelled (a condition failed): nothing in flight
+                    raise
+            try:
                 if model.window_seconds:
                     model.sleep(model.window_seconds)  # in flight: the items stay held
-                with model._lock:
-                    for key in mine:
-                        if model._held.get(key) == token:
-                            del model._held[key]
+            finally:
+                model._release(mine, token)
+            return result
 
         return transact_write_items
+
+    def _release(self, keys: list[ItemKey], token: int) -> None:
+        with self._lock:
+            for key in keys:
+                if self._held.get(key) == token:
+                    del self._held[key]
 
     def plain_write(self, original: Callable[..., Any], key_argument: str) -> Callable[..., Any]:
         model = self
@@ -236,7 +249,7 @@ class ContentionModel:
             source = kwargs.get(key_argument, args[0] if args else None)
             key = _key_of(backend, table_name, source)
             if key is not None and not getattr(model._applying, "active", False):
-                with model._lock:
+                with _SERIAL, model._lock:
                     if key in model._held:
                         model.stats["write_conflicts"] += 1
                         raise TransactionConflictException()
@@ -246,6 +259,7 @@ class ContentionModel:
                         raise ProvisionedThroughputExceededException(backend.tables[table_name].table_arn)
                     model._charge(cost)
                     model.stats["writes"] += 1
+                    return original(backend, table_name, *args, **kwargs)  # re-enters _SERIAL
             return original(backend, table_name, *args, **kwargs)
 
         return write

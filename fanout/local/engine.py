@@ -8,6 +8,8 @@ What the local run adapts, all here and all visible:
 * moto's Step Functions failure logging is silenced (it logs every caught error at length).
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
+* Optionally (``dynamodb_contention=ContentionModel(...)``), DynamoDB write contention as DynamoDB
+  has it and moto does not: ``fanout/local/dynamodb_contention.py``.
 
 Server mode (``endpoint_url=``): instead of ``mock_aws`` in this process, the stacks are deployed
 into a ``moto server`` reached over HTTP (``moto.server.ThreadedMotoServer`` started in *this*
@@ -114,6 +116,7 @@ class LocalStack:
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     buckets: dict[str, str] = field(default_factory=dict)
+    streams: dict[str, str] = field(default_factory=dict)  # logical id -> stream ARN
     state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
     environment: dict[str, str] = field(default_factory=dict)  # the functions' variables
 
@@ -135,6 +138,7 @@ class LocalEngine:
         sleep_retries: bool = True,
         quiet: bool = True,
         endpoint_url: str | None = None,
+        dynamodb_contention: Any | None = None,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -152,6 +156,7 @@ class LocalEngine:
         self.adaptations: list[str] = []  # what adapt_for_moto changed, per state
         self._shared_env: dict[str, str] = {}
         self.endpoint_url = endpoint_url.rstrip("/") if endpoint_url else None
+        self.contention = dynamodb_contention  # a dynamodb_contention.ContentionModel, or None (off)
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -165,6 +170,10 @@ class LocalEngine:
             self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
         self._exit.enter_context(routed_lambdas(self.router))
         self._exit.enter_context(serialized_dynamodb_writes())
+        if self.contention is not None:
+            from fanout.local.dynamodb_contention import dynamodb_contention
+
+            self._exit.enter_context(dynamodb_contention(self.contention))
         self._exit.enter_context(cached_interpreter_clients())
         self._exit.enter_context(iterative_map_workers())
         original_time = retrier_decl.time
@@ -247,6 +256,10 @@ class LocalEngine:
         for lid, res in resources_of_type(template, "AWS::DynamoDB::Table").items():
             self._create_table(lid, res["Properties"])
             local.tables[lid] = lid
+        for lid, res in resources_of_type(template, "AWS::Kinesis::Stream").items():
+            kinesis = self.client("kinesis")
+            kinesis.create_stream(StreamName=lid, ShardCount=int(res["Properties"].get("ShardCount", 1)))
+            local.streams[lid] = attrs[(lid, "Arn")]
         for lid in resources_of_type(template, "AWS::S3::Bucket"):
             self.client("s3").create_bucket(
                 Bucket=refs[lid], CreateBucketConfiguration={"LocationConstraint": self.region}
