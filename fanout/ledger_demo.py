@@ -1074,6 +1074,7 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     logging.getLogger("aws_lambda_powertools").setLevel(logging.WARNING)
+    _quiet_preconfigured_handler_loggers()
     try:
         fail = sorted({int(i) for i in args.fail.split(",") if i.strip()})
     except ValueError:
@@ -1104,6 +1105,18 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
         print(f"fanout ledger: {exc}", file=sys.stderr)
         return 2
     return exit_code(facts)
+
+
+def _quiet_preconfigured_handler_loggers() -> None:
+    """A Powertools Logger takes its level when its service's logger is first configured: the
+    ``fanout`` CLI imports handler code (fanout_common.worker) before QUIET_ENV is set, so those
+    loggers keep INFO and every child would print a JSON line. Apply QUIET_ENV's level to them."""
+    from aws_lambda_powertools.logging.constants import LOGGER_ATTRIBUTE_PRECONFIGURED
+
+    level = os.environ.get("POWERTOOLS_LOG_LEVEL", QUIET_ENV["POWERTOOLS_LOG_LEVEL"])
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        if isinstance(logger, logging.Logger) and getattr(logger, LOGGER_ATTRIBUTE_PRECONFIGURED, False):
+            logger.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
