@@ -1,28 +1,39 @@
-"""Completion-ledger benchmark (not a test): children recorded per second and DynamoDB requests per
-child, against moto's DynamoDB over HTTP on loopback, with 1 and 10 concurrent writers; plus a
-sharded-counter variant for batches too hot for one item.
+"""Completion-ledger benchmark (not a test): children recorded per second, DynamoDB requests per child
+and transaction conflicts, against moto's DynamoDB over HTTP on loopback, with 1 and 10 concurrent
+writers, the DynamoDB contention model off and on, and the counter unsharded (K=1) or sharded
+(K=4, 16): the real ``Ledger`` class in every variant.
 
-    .venv/bin/python benchmarks/ledger_benchmark.py [--children 300]
+    .venv/bin/python benchmarks/ledger_benchmark.py [--children 300] [--json] [--window-ms 3]
 
-Figures are of the emulator on this machine (Python, one process, requests serialized inside the
-server as DynamoDB's per-request atomicity requires), so children/s compares the variants with each
-other; it says nothing about DynamoDB's latency. Requests per child is exact (a botocore hook counts
-every API call the ledger makes) and carries over to DynamoDB.
+``--json`` prints one JSON object per variant per line; otherwise a table.
 
-The hot key. Every child of a batch updates the one #META item: one TransactWriteItems (2 WCU for
-that item: transactional writes cost double) and the decision check (a conditional UpdateItem that
-fails for all but the last child, still >= 1 WCU). One item lives in one partition, and a partition
-takes at most ~1,000 WCU/s, so one batch records at most ~330 children/s on DynamoDB whatever the
-consumer concurrency (transactions on one item also cancel each other with TransactionConflict,
-which the ledger retries). The sharded variant spreads the counter over K items with their own
-partition keys (pk BATCH#<id>#S<k>, child k goes to shard index % K together with its mark), reads
-its shard back (1 consistent GetItem) and, only when that shard is full, reads the K shards
-(BatchGetItem, consistent) and makes the one conditional RUNNING -> COMPLETED write on #META.
+What the figures mean:
+
+* ``requests_per_child``: every DynamoDB API call the ledger made (a botocore hook counts them),
+  retries after a conflict included, divided by the children. Exact, and what a consumer would send
+  to DynamoDB under the same contention.
+* ``transaction_conflicts``: TransactWriteItems cancelled with TransactionConflict plus UpdateItems
+  refused with TransactionConflictException, as the client saw them. moto has none: they exist only
+  with the contention model on (fanout/local/dynamodb_contention.py: a transaction holds its items
+  ``--window-ms`` while in flight).
+* ``redelivered``: recordings whose contention outlasted the ledger's own retries
+  (LedgerContention): their consumer reports a batch item failure and the queue delivers them
+  again (the benchmark does so at once); counted once all the same.
+* ``children_per_s``: of the emulator on this machine (Python, one process), to compare variants
+  with each other; it says nothing about DynamoDB's latency.
+* ``modelled_ceiling_children_per_s``: what one batch can record per second on DynamoDB before a
+  partition key is throttled, from the documented per-partition limits (1,000 WCU/s, 3,000 RCU/s),
+  the layout's writes per child per partition key (a transactional write costs 2 WCU per item: the
+  mark and the counter, 4 WCU per child on one key) and its strongly consistent reads per child
+  (1 RCU per item: the decision check). ``hot_key_wcu_per_child`` is the measured figure with the
+  model on (its capacity accounting), for the hottest partition key.
+* ``finalized``: callers that won RUNNING -> COMPLETED. Must be 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -31,6 +42,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,32 +55,39 @@ import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
-from fanout_common.ledger import Ledger, Outcome  # noqa: E402
+from fanout.local.dynamodb_contention import (  # noqa: E402
+    PARTITION_WCU_PER_SECOND,
+    TRANSACTIONAL_WCU,
+    dynamodb_contention,
+    modelled_batch_ceiling,
+)
+from fanout.local.moto_fixes import serialized_dynamodb_writes  # noqa: E402
+from fanout_common.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
 
-
-class SerializedApp:
-    """One request at a time inside the emulator (moto's DynamoDB backend is not thread-safe: a
-    cancelled TransactWriteItems restores a whole-table copy); clients stay concurrent."""
-
-    def __init__(self, app: Any) -> None:
-        self.app, self.lock = app, threading.Lock()
-
-    def __call__(self, environ: dict, start_response: Any) -> Any:
-        with self.lock:
-            return list(self.app(environ, start_response))
+PARTITION_RCU_PER_SECOND = 3000
 
 
 class RequestCounter:
-    """Counts DynamoDB API calls by operation (a botocore 'before-call' event hook)."""
+    """Counts DynamoDB API calls by operation and the conflicts DynamoDB answered (botocore hooks)."""
 
     def __init__(self, client: Any) -> None:
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
-        client.meta.events.register("before-call.dynamodb", self)
+        client.meta.events.register("before-call.dynamodb", self.before)
+        client.meta.events.register("after-call.dynamodb", self.after)
 
-    def __call__(self, model: Any, **_: Any) -> None:
+    def before(self, model: Any, **_: Any) -> None:
         with self.lock:
             self.counts[model.name] += 1
+
+    def after(self, http_response: Any, parsed: dict, model: Any, **_: Any) -> None:
+        code = parsed.get("Error", {}).get("Code", "")
+        reasons = {r.get("Code") for r in parsed.get("CancellationReasons") or []}
+        if code == "TransactionConflictException" or (
+            code == "TransactionCanceledException" and "TransactionConflict" in reasons
+        ):
+            with self.lock:
+                self.counts["#conflicts"] += 1
 
     def take(self) -> Counter[str]:
         with self.lock:
@@ -87,142 +106,110 @@ def create_table(client: Any) -> str:
     return name
 
 
-# --------------------------------------------------------------------------- sharded variant
+def layout_ceiling(shards: int) -> tuple[float, dict[str, float]]:
+    """Children/s one batch sustains on DynamoDB, from the layout: (ceiling, WCU per child per key)."""
+    per_child_wcu = 2 * TRANSACTIONAL_WCU  # the mark and the counter, transactional, one partition key
+    if shards == 1:
+        writes = {"BATCH#<id>": per_child_wcu}  # + one transition per batch: negligible
+        reads = {"BATCH#<id>": 1.0}  # the decision check's GetItem
+    else:
+        writes = {f"BATCH#<id>#S{k}": per_child_wcu / shards for k in range(shards)}
+        # the decision check reads the batch item and every shard once per child
+        reads = {"BATCH#<id>": 1.0, **{f"BATCH#<id>#S{k}": 1.0 for k in range(shards)}}
+    ceiling = modelled_batch_ceiling(writes, wcu_per_partition=PARTITION_WCU_PER_SECOND,
+                                     rcu_per_partition=PARTITION_RCU_PER_SECOND, reads_per_child=reads)
+    return ceiling, writes
 
 
-class ShardedLedger:
-    """The sharded-counter option, benchmark-grade (success path only): K counter items, each with
-    its own partition key, so no single item takes every child's writes."""
-
-    def __init__(self, client: Any, table: str, shards: int) -> None:
-        self.client, self.table, self.shards = client, table, shards
-
-    def _shard_key(self, batch_id: str, k: int) -> dict:
-        return {"pk": {"S": f"BATCH#{batch_id}#S{k}"}, "sk": {"S": "#META"}}
-
-    def register_batch(self, batch_id: str, total: int) -> None:
-        items = [{"Put": {"TableName": self.table, "ConditionExpression": "attribute_not_exists(pk)", "Item": {
-            "pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "#META"}, "total": {"N": str(total)},
-            "status": {"S": "RUNNING"}, "shards": {"N": str(self.shards)}}}}]
-        for k in range(self.shards):
-            expected = len(range(k, total, self.shards))  # children with index % K == k
-            items.append({"Put": {"TableName": self.table, "Item": {
-                **self._shard_key(batch_id, k), "expected": {"N": str(expected)}, "succeeded": {"N": "0"}}}})
-        self.client.transact_write_items(TransactItems=items)
-
-    def record_success(self, batch_id: str, index: int) -> Outcome:
-        k = index % self.shards
-        shard = self._shard_key(batch_id, k)
-        try:
-            self.client.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self.table, "ConditionExpression": "attribute_not_exists(sk)", "Item": {
-                    "pk": shard["pk"], "sk": {"S": f"CHILD#{index}"}, "outcome": {"S": "SUCCEEDED"}}}},
-                {"Update": {"TableName": self.table, "Key": shard, "UpdateExpression": "ADD succeeded :one",
-                            "ConditionExpression": "succeeded < expected",
-                            "ExpressionAttributeValues": {":one": {"N": "1"}}}},
-            ])
-            counted = True
-        except self.client.exceptions.TransactionCanceledException as exc:
-            if exc.response["CancellationReasons"][0].get("Code") != "ConditionalCheckFailed":
-                raise
-            counted = False  # duplicate; still check below (heals a crash before the check)
-        item = self.client.get_item(TableName=self.table, Key=shard, ConsistentRead=True)["Item"]
-        if item["succeeded"]["N"] != item["expected"]["N"]:
-            return Outcome.COUNTED if counted else Outcome.DUPLICATE
-        keys = [self._shard_key(batch_id, j) for j in range(self.shards)]
-        got = self.client.batch_get_item(RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}})
-        shards = got["Responses"][self.table]
-        if len(shards) < self.shards or any(s["succeeded"]["N"] != s["expected"]["N"] for s in shards):
-            return Outcome.COUNTED if counted else Outcome.DUPLICATE
-        try:
-            self.client.update_item(
-                TableName=self.table, Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "#META"}},
-                UpdateExpression="SET #s = :done", ConditionExpression="#s = :running",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={":done": {"S": "COMPLETED"}, ":running": {"S": "RUNNING"}},
-            )
-        except self.client.exceptions.ConditionalCheckFailedException:
-            return Outcome.COUNTED if counted else Outcome.DUPLICATE
-        return Outcome.COMPLETED
-
-
-# --------------------------------------------------------------------------- runs
-
-
-def run(client: Any, counter: RequestCounter, *, writers: int, children: int, deliveries: int = 1,
-        shards: int | None = None) -> dict[str, Any]:
+def run(client: Any, counter: RequestCounter, *, writers: int, children: int, shards: int,
+        window_ms: float | None) -> dict[str, Any]:
     table = create_table(client)
     batch_id = f"b-{uuid.uuid4().hex[:6]}"
-    if shards:
-        ledger: Any = ShardedLedger(client, table, shards)
-        ledger.register_batch(batch_id, children)
+    ledger = Ledger(client, table, counter_shards=shards)
+    redelivered = Counter()
 
-        def record(i: int) -> Outcome:
-            return ledger.record_success(batch_id, i)
-    else:
-        ledger = Ledger(client, table)
-
-        def record(i: int) -> Outcome:
-            result = ledger.record_success(batch_id, f"c{i}", total=children, index=i)
-            # A redelivery of the winner before it acknowledged gets COMPLETED again (resumed);
-            # count the decision itself, once.
+    def record(i: int) -> Outcome:
+        while True:
+            try:
+                result = ledger.record_success(batch_id, f"c{i}", total=children, index=i)
+            except LedgerContention:
+                redelivered["n"] += 1  # the queue would deliver it again
+                continue
+            # A redelivery of the winner before it acknowledged gets COMPLETED again (resumed).
             return Outcome.DUPLICATE if result.resumed else result.outcome
-    counter.take()
-    work = [i for i in range(children) for _ in range(deliveries)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=writers) as pool:
-        outcomes = Counter(pool.map(record, work))
-    elapsed = time.perf_counter() - started
-    requests = counter.take()
+
+    with ExitStack() as stack:
+        model = stack.enter_context(dynamodb_contention(window_seconds=window_ms / 1000)) if window_ms else None
+        counter.take()
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=writers) as pool:
+            outcomes = Counter(pool.map(record, range(children)))
+        elapsed = time.perf_counter() - started
+        requests = counter.take()
+        hot_wcu = max(model.wcu_by_key.values()) / children if model and model.wcu_by_key else None
+    conflicts = requests.pop("#conflicts", 0)
+    ceiling, _ = layout_ceiling(shards)
+    batch = ledger.read_batch(batch_id) or {}
     return {
-        "elapsed": elapsed,
-        "children_per_s": children / elapsed,
-        "requests_per_child": sum(requests.values()) / children,
+        "variant": f"{writers} writer(s), K={shards}, contention model {'on' if window_ms else 'off'}",
+        "writers": writers,
+        "shards": shards,
+        "contention_model": bool(window_ms),
+        "window_ms": window_ms or 0,
+        "children": children,
+        "children_per_s": round(children / elapsed, 1),
+        "requests_per_child": round(sum(requests.values()) / children, 3),
+        "transaction_conflicts": conflicts,
+        "redelivered": redelivered["n"],
+        "finalized": outcomes[Outcome.COMPLETED],
+        "counted": batch.get("done"),
+        "modelled_ceiling_children_per_s": round(ceiling),
+        "hot_key_wcu_per_child": round(hot_wcu, 3) if hot_wcu is not None else None,
         "by_op": dict(sorted(requests.items())),
-        "completed": outcomes[Outcome.COMPLETED],  # callers that won RUNNING -> COMPLETED
+        "wall_s": round(elapsed, 3),
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="completion-ledger benchmark (moto over HTTP)")
     parser.add_argument("--children", type=int, default=300)
-    args = parser.parse_args()
+    parser.add_argument("--window-ms", type=float, default=3.0,
+                        help="contention model: how long a transaction holds its items (default 3)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per variant per line")
+    args = parser.parse_args(argv)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log line per request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    server._server.app = SerializedApp(server._server.app)
-    host, port = server.get_host_and_port()
-    client = boto3.client("dynamodb", endpoint_url=f"http://{host}:{port}", region_name="eu-west-1",
-                          config=Config(max_pool_connections=32))
-    counter = RequestCounter(client)
-    scenarios = [
-        ("ledger", 1, 1, None),
-        ("ledger", 10, 1, None),
-        ("ledger, every child twice", 10, 2, None),
-        ("sharded K=4", 10, 1, 4),
-        ("sharded K=16", 10, 1, 16),
-    ]
-    try:
-        run(client, counter, writers=2, children=20)  # warm-up (connections, moto imports)
-        rows = [(name, w, run(client, counter, writers=w, children=args.children, deliveries=d, shards=k))
-                for name, w, d, k in scenarios]
-    finally:
-        server.stop()
-    print(f"\n{args.children} children per batch, moto {host}:{port} over HTTP, {os.cpu_count()} CPU(s)\n")
-    header = f"{'variant':<28}{'writers':>8}{'wall s':>9}{'children/s':>12}{'req/child':>11}{'finalized':>11}  requests by operation"
-    print(header)
-    print("-" * (len(header) + 30))
-    for name, writers, r in rows:
-        ops = ", ".join(f"{op} {n}" for op, n in r["by_op"].items())
-        print(f"{name:<28}{writers:>8}{r['elapsed']:>9.2f}{r['children_per_s']:>12.0f}"
-              f"{r['requests_per_child']:>11.2f}{r['completed']:>11}  {ops}")
-    print(
-        "\nHot key: one #META item takes 2 WCU (transaction) + 1 WCU (decision check) per child; one"
-        "\npartition takes ~1,000 WCU/s, so an unsharded batch is capped near ~330 children/s on"
-        "\nDynamoDB. Sharded: each shard item takes 2 WCU + 1 consistent read per child, #META is"
-        "\nwritten once; K shards raise the cap about K-fold for ~(K+1)/children extra requests per child."
-    )
-    return 0
+    with serialized_dynamodb_writes():  # atomic writes in the emulator; requests stay concurrent
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        client = boto3.client("dynamodb", endpoint_url=f"http://{host}:{port}", region_name="eu-west-1",
+                              config=Config(max_pool_connections=32, retries={"mode": "standard"}))
+        counter = RequestCounter(client)
+        rows = []
+        try:
+            run(client, counter, writers=2, children=20, shards=1, window_ms=None)  # warm-up
+            for window in (None, args.window_ms):
+                for writers in (1, 10):
+                    for shards in (1, 4, 16):
+                        row = run(client, counter, writers=writers, children=args.children, shards=shards,
+                                  window_ms=window)
+                        rows.append(row)
+                        if args.json:
+                            print(json.dumps(row), flush=True)
+        finally:
+            server.stop()
+    if not args.json:
+        print(f"\n{args.children} children per batch, moto {host}:{port} over HTTP, {os.cpu_count()} CPU(s), "
+              f"contention window {args.window_ms:g} ms when on\n")
+        header = (f"{'writers':>7}{'K':>4}{'model':>7}{'children/s':>12}{'req/child':>11}{'conflicts':>11}"
+                  f"{'redeliv.':>10}{'finalized':>11}{'ceiling/s':>11}")
+        print(header)
+        print("-" * len(header))
+        for r in rows:
+            print(f"{r['writers']:>7}{r['shards']:>4}{'on' if r['contention_model'] else 'off':>7}"
+                  f"{r['children_per_s']:>12.0f}{r['requests_per_child']:>11.2f}{r['transaction_conflicts']:>11}"
+                  f"{r['redelivered']:>10}{r['finalized']:>11}{r['modelled_ceiling_children_per_s']:>11}")
+    return 0 if all(r["finalized"] == 1 and r["counted"] == r["children"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ class CompletionLedgerStack(Stack):
 
         # ------------------------------------------------------------------ ledger grants
         for fn in (self.sqs_consumer, self.dlq_recorder, self.kinesis_consumer, self.kinesis_failure_recorder):
-            self.ledger.grant_record(fn)
+            self.ledger.grant_consume(fn)
             # The winner finalizes: invoke this one function (unqualified ARN only).
             fn.add_to_role_policy(
                 iam.PolicyStatement(
@@ -168,6 +168,13 @@ class CompletionLedgerStack(Stack):
             finalizer=False,
         )
         self.ledger.grant_sweep(self.sweeper)
+        # The winner of a FAILED verdict (a consumer, or the sweeper at a deadline) writes the
+        # batch's FAILED status record: UpdateItem on the status table only.
+        for fn in (self.sqs_consumer, self.dlq_recorder, self.kinesis_consumer, self.kinesis_failure_recorder,
+                   self.sweeper):
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[self.status_table.table_arn])
+            )
         self.sweep_rule = events.Rule(
             self,
             "SweepSchedule",
@@ -238,7 +245,7 @@ class CompletionLedgerStack(Stack):
     def _function(
         self, construct_id: str, handler: str, description: str, *, timeout: int, finalizer: bool = True
     ) -> lambda_.Function:
-        environment = self.ledger.environment()
+        environment = {**self.ledger.consumer_environment(), "STATUS_TABLE_NAME": self.status_table.table_name}
         if finalizer:
             environment["FINALIZER_FUNCTION_NAME"] = self.update_final_status.function_name
         return KitFunction(

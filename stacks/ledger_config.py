@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lambdas.fanout_common.ledger import MAX_COUNTER_SHARDS
 from stacks.config import ENVIRONMENTS_KEY, ConfigError
 
 LEDGER_KEY = "ledger"
@@ -27,6 +28,10 @@ FIELDS: dict[str, tuple[str, int, int, str]] = {
     "kinesisRetryAttempts": ("kinesis_retry_attempts", 0, 10_000, "Kinesis event source retry attempts"),
     "kinesisShardCount": ("kinesis_shard_count", 1, 100, "shards of the child stream"),
     "sweepIntervalMinutes": ("sweep_interval_minutes", 1, 1440, "deadline sweeper schedule"),
+    "counterShards": (
+        "counter_shards", 1, MAX_COUNTER_SHARDS,
+        "counter items per batch of the SQS/Kinesis consumers; 1 = one batch item; change only while no batch is open",
+    ),
 }
 
 
@@ -42,6 +47,7 @@ class LedgerSettings:
     kinesis_retry_attempts: int
     kinesis_shard_count: int
     sweep_interval_minutes: int
+    counter_shards: int = 1
 
 
 def load_ledger_settings(env_raw: Mapping[str, Any], env_name: str) -> LedgerSettings:

@@ -176,3 +176,17 @@ def test_dead_letter_messages_skip_children_that_dead_lettered_themselves():
     assert [m["childStatus"] for m in messages] == ["TIMED_OUT", "FAILED", "ABORTED"]
     assert messages[2]["error"] == "States.Aborted" and messages[2]["cause"] == "why"
     assert all(m["executionArn"] == "parent" and m["batchId"] == "b" for m in messages)
+def test_reads_wait_for_a_write_in_progress(table):
+    """A read never observes half of a write: it waits for the write lock (moto_fixes docstring)."""
+    from fanout.local import moto_fixes
+
+    _count(table, 1)
+    got = []
+    with moto_fixes._LOCK:  # a write is being applied
+        reader = threading.Thread(target=lambda: got.append(
+            table.get_item(TableName="t", Key={"pk": {"S": "b"}, "sk": {"S": "#meta"}})["Item"]))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive() and got == []  # blocked until the write is done
+    reader.join(5)
+    assert got and got[0]["n"] == {"N": "1"}

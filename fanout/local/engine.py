@@ -15,6 +15,8 @@ What the local run adapts, all here and all visible:
   (``fanout/local/iam.py``); moto itself enforces no IAM.
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
+* Optionally (``dynamodb_contention=ContentionModel(...)``), DynamoDB write contention as DynamoDB
+  has it and moto does not: ``fanout/local/dynamodb_contention.py``.
 
 Server mode (``endpoint_url=``): instead of ``mock_aws`` in this process, the stacks are deployed
 into a ``moto server`` reached over HTTP (``moto.server.ThreadedMotoServer`` started in *this*
@@ -236,6 +238,7 @@ class LocalStack:
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> table name
     buckets: dict[str, str] = field(default_factory=dict)
+    streams: dict[str, str] = field(default_factory=dict)  # logical id -> stream ARN
     state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
     rules: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (event pattern, target function id)
     environment: dict[str, str] = field(default_factory=dict)  # the functions' variables
@@ -260,6 +263,7 @@ class LocalEngine:
         endpoint_url: str | None = None,
         express_limit_seconds: float = EXPRESS_LIMIT_SECONDS,
         record_calls: bool = True,
+        dynamodb_contention: Any | None = None,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -285,6 +289,7 @@ class LocalEngine:
         self.iam_calls: list[Any] = []  # fanout.local.iam.Call, while recording
         self.deliveries: list[dict[str, Any]] = []  # EventBridge events delivered to rule targets
         self._delivered: set[str] = set()
+        self.contention = dynamodb_contention  # a dynamodb_contention.ContentionModel, or None (off)
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -298,6 +303,10 @@ class LocalEngine:
             self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
         self._exit.enter_context(routed_lambdas(self.router))
         self._exit.enter_context(serialized_dynamodb_writes())
+        if self.contention is not None:
+            from fanout.local.dynamodb_contention import dynamodb_contention
+
+            self._exit.enter_context(dynamodb_contention(self.contention))
         self._exit.enter_context(cached_interpreter_clients())
         self._exit.enter_context(iterative_map_workers())
         self._exit.enter_context(distributed_map_children(self.map_children))
@@ -398,6 +407,10 @@ class LocalEngine:
         for lid, res in resources_of_type(template, "AWS::DynamoDB::Table").items():
             self._create_table(lid, res["Properties"])
             local.tables[lid] = lid
+        for lid, res in resources_of_type(template, "AWS::Kinesis::Stream").items():
+            kinesis = self.client("kinesis")
+            kinesis.create_stream(StreamName=lid, ShardCount=int(res["Properties"].get("ShardCount", 1)))
+            local.streams[lid] = attrs[(lid, "Arn")]
         for lid in resources_of_type(template, "AWS::S3::Bucket"):
             self.client("s3").create_bucket(
                 Bucket=refs[lid], CreateBucketConfiguration={"LocationConstraint": self.region}

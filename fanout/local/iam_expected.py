@@ -73,6 +73,9 @@ EXPECTED_UNUSED: tuple[Expected, ...] = (
              "tests/ledger run its handlers on moto without IAM", stack="ledger"),
     Expected("LedgerSweeper", "dynamodb:*", "*", "the sweeper runs on its schedule for batches past their deadline; "
              "no scenario waits that long", stack="ledger"),
+    Expected("LedgerSqsConsumer", "dynamodb:UpdateItem", "arn:aws:dynamodb:*:table/FinalStatus*", "writes the "
+             "batch's FAILED status record only when it wins a FAILED verdict; in the report's scenario the "
+             "DLQ recorder wins it (the failing child is the last one counted)", stack="ledger"),
     Expected("LedgerDlqRecorder", "lambda:InvokeFunction", "*", "finalizes only when failures are tolerated "
              "(ledger.failureThreshold > 0; 0 in dev and prod)", stack="ledger"),
     *(

@@ -5,7 +5,10 @@
   answering concurrent consumers) lose increments: 100 concurrent transactions counted 97 in a run
   here. Real DynamoDB applies each write atomically. ``serialized_dynamodb_writes()`` makes every
   write operation of the backend take one lock, which is what atomicity per item means for a
-  counter (it serializes more than DynamoDB does, which only costs local speed).
+  counter (it serializes more than DynamoDB does, which only costs local speed). Reads
+  (GetItem, which BatchGetItem uses per key, Query, Scan) take the same lock: moto applies an
+  UpdateItem attribute by attribute and a cancelled transaction is undone after the fact, so an
+  unlocked read could see half a write; DynamoDB's reads only ever return committed items.
 * moto's ``TransactWriteItems`` deep-copies every table it touches before each transaction, to
   roll back on failure: O(table size) per transaction, O(N²) for a batch of N children (1,000
   Map items took 52 s here). Under the same lock, the backup is made of the touched items only
@@ -34,9 +37,10 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 
 WRITE_METHODS = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+READ_METHODS = ("get_item", "query", "scan")
 _LOCK = threading.RLock()
 _DEPTH = [0]
-_ORIGINALS = {name: getattr(DynamoDBBackend, name) for name in WRITE_METHODS}
+_ORIGINALS = {name: getattr(DynamoDBBackend, name) for name in WRITE_METHODS + READ_METHODS}
 
 
 class _CopyExceptTables:
@@ -93,7 +97,7 @@ def _locked(method):
 
 @contextmanager
 def serialized_dynamodb_writes() -> Iterator[None]:
-    """While active (re-entrant), moto's DynamoDB write operations run one at a time."""
+    """While active (re-entrant), moto's DynamoDB write operations (and reads) run one at a time."""
     with _LOCK:
         if _DEPTH[0] == 0:
             for name, original in _ORIGINALS.items():

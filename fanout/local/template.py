@@ -205,6 +205,9 @@ def local_names(
         elif kind == "AWS::Lambda::Function":
             refs[lid] = lid
             attrs[(lid, "Arn")] = arn.format("lambda", f"function:{lid}")
+        elif kind == "AWS::Kinesis::Stream":
+            refs[lid] = lid
+            attrs[(lid, "Arn")] = arn.format("kinesis", f"stream/{lid}")
         elif kind == "AWS::StepFunctions::StateMachine":
             refs[lid] = attrs[(lid, "Arn")] = arn.format("states", f"stateMachine:{lid}")
             attrs[(lid, "Name")] = lid

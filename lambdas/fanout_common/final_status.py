@@ -184,3 +184,48 @@ def record_execution_failure(
     except client.exceptions.ConditionalCheckFailedException:
         return False
     return True
+
+
+def record_counted_failure(
+    client: Any,
+    table_name: str,
+    *,
+    batch_id: str,
+    execution_arn: str,
+    failed_items: int,
+    total_items: int,
+    now: str,
+) -> str:
+    """The FAILED record of a batch decided by counts (the completion ledger's consumers): the same
+    item the Map workflow's failure step writes (``MAP_FAILURE_UPDATE_EXPRESSION``). Idempotent per
+    ``execution_arn`` (the ledger's winner may repeat its follow-up): returns "RECORDED", or
+    "ALREADY_RECORDED" when this finisher's FAILED record is there already. A SUCCEEDED record is
+    never overwritten (FinalStatusConflict)."""
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key={"batchId": {"S": batch_id}},
+            UpdateExpression=MAP_FAILURE_UPDATE_EXPRESSION,
+            ConditionExpression="attribute_not_exists(batchId) OR (#status = :failed AND executionArn <> :executionArn)",
+            ExpressionAttributeNames=FAILURE_EXPRESSION_NAMES,
+            ExpressionAttributeValues={
+                ":failed": {"S": FAILED},
+                ":failedItems": {"N": str(failed_items)},
+                ":totalItems": {"N": str(total_items)},
+                ":failureError": {"S": "ItemsFailed"},
+                ":resultsKey": {"S": ""},
+                ":executionArn": {"S": execution_arn},
+                ":updatedAt": {"S": now},
+                ":one": {"N": "1"},
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        old = _plain(exc.response.get("Item"))
+        if old.get("status") == FAILED:
+            return "ALREADY_RECORDED"
+        raise FinalStatusConflict(
+            f"batch {batch_id} has a {old.get('status')} record by {old.get('executionArn')}; "
+            "a FAILED verdict of the ledger does not overwrite it"
+        ) from exc
+    return "RECORDED"

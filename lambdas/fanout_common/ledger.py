@@ -25,10 +25,15 @@ Rules (each one a DynamoDB condition):
   condition: the transaction is cancelled as a whole, nothing is counted twice (DUPLICATE).
   The batch is never read to count and the children are never queried.
 * Then the decision check, also made on a DUPLICATE (so a crash between the transaction and the
-  check is healed by the redelivery): ``SET status = COMPLETED IF status = RUNNING AND done = total
-  AND failed <= threshold`` or ``SET status = FAILED IF status = RUNNING AND failed > threshold``.
-  Exactly one caller wins a transition; only the winner gets COMPLETED (it must finalize) or
-  FAILED_BATCH (it must raise the alarm). COMPLETED and FAILED are final: no rule leaves them.
+  check is healed by the redelivery): one strongly consistent GetItem of the batch (a read never
+  conflicts with the transactions in flight on the item and costs no write capacity), and only
+  when it shows a transition is due, the transition itself: ``SET status = COMPLETED IF status =
+  RUNNING AND done = total AND failed <= threshold`` or ``SET status = FAILED IF status = RUNNING
+  AND failed > threshold``. The read only decides whether to try; the condition decides who wins.
+  The caller whose transaction counted the last child reads after every other count committed, so
+  it sees the transition due. Exactly one caller wins a transition; only the winner gets COMPLETED
+  (it must finalize) or FAILED_BATCH (it must raise the alarm). COMPLETED and FAILED are final: no
+  rule leaves them.
 * The winner's follow-up (invoke UpdateFinalStatus, emit the alarm metric) is at-least-once: the
   winning child is stored as ``finisherChild`` and, until ``acknowledge_finish`` sets
   ``finalizedAt``, a redelivery of that same child gets the winning outcome again
@@ -46,6 +51,31 @@ Rules (each one a DynamoDB condition):
   sweeper never scans the table. One constant partition value caps index writes (batch opens and
   decisions, not child records) at one partition's throughput, far above what a sweep needs.
 
+Sharded counter (``counter_shards`` K > 1, cdk.json ``ledger.counterShards``): for batches too hot for
+one item. On DynamoDB one partition key takes at most 1,000 WCU/s; unsharded, every child costs the
+batch's partition key 4 WCU (mark and counter, transactional: 2 each), so one batch records at most
+~250 children/s, and its transactions cancel each other with TransactionConflict. Sharded, child c
+goes to shard k = index % K (crc32(childId) % K without an index), and everything it writes has
+that shard's partition key::
+
+    pk="BATCH#<id>#S<k>", sk="#SHARD"          total, succeeded, failed, done of the shard's children
+    pk="BATCH#<id>#S<k>", sk="CHILD#<child>"   the child's mark, as above
+
+Recording is ONE TransactWriteItems on the shard (mark IF not exists + counter ``ADD`` IF the total
+matches and ``done < total``); the decision check is ONE BatchGetItem (strongly consistent) of the
+batch item and the K shards; when the summed counts show a transition due, the one conditional
+transition on the batch item (``IF status = RUNNING``, or the item does not exist yet) stores the
+summed counts with the verdict. Exactly one caller wins, as above; counters only grow, so a sum of
+consistent reads never shows more than was counted. The batch item (status, total, deadline, the
+sweeper's index attributes, ``shards``) is written by register_batch, or by the first decision
+check that finds it missing, and by the transition: not by every child. A child without a total
+reads the batch item first (the registered total). Limits: the per-batch ``done < total`` guard
+becomes per shard (the producers' contract below keeps the sum exact); a child arriving after
+the verdict is still marked on its shard and reported COUNTED (the verdict is final and
+unaffected); and K must not
+change while batches are open (a batch records K; a consumer with another K refuses its children,
+which then go back to the queue and end in the DLQ).
+
 Contract with producers: a batch has exactly ``total`` distinct child ids (the message's childId,
 or its 0-based index); ids are not reused across batches. ``done < total`` rejects a child beyond
 the total, and an index is checked against the total.
@@ -57,6 +87,7 @@ from __future__ import annotations
 
 import random
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -80,9 +111,16 @@ SWEEP_SORT = "runningDeadline"
 SWEEP_VALUE = RUNNING
 TTL_ATTRIBUTE = "expiresAt"
 
+SHARD_SK = "#SHARD"
+SHARD_INFIX = "#S"
+MAX_COUNTER_SHARDS = 99  # the batch item and K shards in one BatchGetItem (100 keys at most)
+
 SWEEPER = "#deadline-sweeper"  # finisherChild of a deadline failure (never a child id: '#')
 DEFAULT_TTL_DAYS = 30
 MAX_CONFLICT_ATTEMPTS = 8
+# Cancellation reasons that say "try again": another transaction holds an item, or the partition
+# is over its throughput (DynamoDB's TransactionCanceledException reasons).
+RETRYABLE_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 
 
 # --------------------------------------------------------------------------- errors
@@ -116,7 +154,8 @@ class TooManyChildren(LedgerError):
 
 
 class LedgerContention(LedgerError):
-    """DynamoDB kept cancelling the transaction with TransactionConflict; retry the message."""
+    """DynamoDB kept refusing the write (TransactionConflict, or throttling) after the ledger's own
+    retries; the message must be retried (its consumer reports it as a batch item failure)."""
 
 
 # --------------------------------------------------------------------------- outcomes
@@ -175,8 +214,24 @@ def batch_key(batch_id: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": BATCH_PREFIX + batch_id}, "sk": {"S": META_SK}}
 
 
-def child_key(batch_id: str, child_id: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": BATCH_PREFIX + batch_id}, "sk": {"S": CHILD_PREFIX + child_id}}
+def child_key(batch_id: str, child_id: str, shard: int | None = None) -> dict[str, dict[str, str]]:
+    pk = BATCH_PREFIX + batch_id if shard is None else shard_pk(batch_id, shard)
+    return {"pk": {"S": pk}, "sk": {"S": CHILD_PREFIX + child_id}}
+
+
+def shard_pk(batch_id: str, shard: int) -> str:
+    return f"{BATCH_PREFIX}{batch_id}{SHARD_INFIX}{shard}"
+
+
+def shard_key(batch_id: str, shard: int) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": shard_pk(batch_id, shard)}, "sk": {"S": SHARD_SK}}
+
+
+def shard_of(child_id: str, index: int | None, shards: int) -> int:
+    """The shard of a child: by index when there is one (even spread), else a stable hash."""
+    if index is not None:
+        return index % shards
+    return zlib.crc32(child_id.encode()) % shards
 
 
 def plain(item: dict[str, Any] | None) -> dict[str, Any]:
@@ -222,9 +277,13 @@ class Ledger:
         clock: Callable[[], float] = time.time,
         max_conflict_attempts: int = MAX_CONFLICT_ATTEMPTS,
         sleep: Callable[[float], None] = time.sleep,
+        counter_shards: int = 1,
     ) -> None:
         if failure_threshold < 0:
             raise ValueError(f"failure_threshold must be >= 0, got {failure_threshold}")
+        if not 1 <= counter_shards <= MAX_COUNTER_SHARDS:
+            raise ValueError(f"counter_shards must be from 1 to {MAX_COUNTER_SHARDS}, got {counter_shards}")
+        self.counter_shards = counter_shards
         self.client = client
         self.table_name = table_name
         self.failure_threshold = failure_threshold
@@ -265,6 +324,8 @@ class Ledger:
             "updatedAt": _s(iso),
             TTL_ATTRIBUTE: _n(self._expires(epoch)),
         }
+        if self.sharded:
+            item["shards"] = _n(self.counter_shards)
         if deadline is not None:
             item.update(
                 deadline=_n(deadline), **{SWEEP_KEY: _s(SWEEP_VALUE), SWEEP_SORT: _n(deadline)}
@@ -338,6 +399,8 @@ class Ledger:
                 f"batch {batch_id}: index must be a whole number in [0, total), got {index!r} "
                 f"with total={total}"
             )
+        if self.sharded:
+            return self._record_sharded(batch_id, child_id, outcome, total, index, reason, decide)
         epoch, iso = self._now()
         expires = self._expires(epoch)
         mark = {
@@ -440,6 +503,87 @@ class Ledger:
             f"{child_id} is one too many (child ids must be unique and exactly total per batch)"
         )
 
+    def _record_sharded(
+        self,
+        batch_id: str,
+        child_id: str,
+        outcome: str,
+        total: int | None,
+        index: int | None,
+        reason: str | None,
+        decide: bool,
+    ) -> LedgerResult:
+        """Sharded: one transaction on the child's shard (see the module docstring)."""
+        if total is None:  # the registered total (one consistent read)
+            meta = self.client.get_item(
+                TableName=self.table_name, Key=batch_key(batch_id), ConsistentRead=True
+            ).get("Item")
+            if not meta:
+                raise BatchNotRegistered(
+                    f"batch {batch_id}: child {child_id} carries no total and the batch was never "
+                    "registered; send total in every message or call register_batch first"
+                )
+            total = plain(meta)["total"]
+            if index is not None and index >= total:
+                raise InvalidChildMessage(f"batch {batch_id}: index {index} is out of range for total={total}")
+        shard = shard_of(child_id, index, self.counter_shards)
+        epoch, iso = self._now()
+        expires = self._expires(epoch)
+        mark = {
+            **child_key(batch_id, child_id, shard),
+            "outcome": _s(outcome),
+            "recordedAt": _s(iso),
+            TTL_ATTRIBUTE: _n(expires),
+        }
+        if reason:
+            mark["reason"] = _s(reason[:1000])
+        counter, other = ("succeeded", "failed") if outcome == CHILD_SUCCEEDED else ("failed", "succeeded")
+        items = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": mark,
+                    "ConditionExpression": "attribute_not_exists(sk)",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": shard_key(batch_id, shard),
+                    "UpdateExpression": (
+                        "SET #total = if_not_exists(#total, :total), updatedAt = :now, "
+                        f"{TTL_ATTRIBUTE} = if_not_exists({TTL_ATTRIBUTE}, :expires) "
+                        f"ADD {counter} :one, done :one, {other} :zero"
+                    ),
+                    "ConditionExpression": "attribute_not_exists(pk) OR (#total = :total AND done < #total)",
+                    "ExpressionAttributeNames": {"#total": "total"},
+                    "ExpressionAttributeValues": {
+                        ":total": _n(total), ":now": _s(iso), ":expires": _n(expires), ":one": _n(1), ":zero": _n(0),
+                    },
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+        ]
+        reasons = self._transact(items)
+        if reasons is None or reasons[0].get("Code") == "ConditionalCheckFailed":
+            counted = reasons is None
+            if not decide:
+                return LedgerResult(Outcome.COUNTED if counted else Outcome.DUPLICATE, batch_id, child_id, RUNNING)
+            return self._decide(batch_id, child_id, counted=counted)
+        if reasons[1].get("Code") != "ConditionalCheckFailed":
+            raise LedgerError(f"batch {batch_id}: transaction cancelled: {reasons}")
+        old = plain(reasons[1].get("Item"))
+        if old.get("total") != total:
+            raise TotalMismatch(batch_id, old.get("total"), total)
+        state = self._decision_state(batch_id)
+        if state.get("status") not in (None, RUNNING):
+            resumed = self._resume(batch_id, child_id, state)
+            return resumed or self._result(Outcome.BATCH_CLOSED, batch_id, child_id, state)
+        raise TooManyChildren(
+            f"batch {batch_id}: shard {shard} holds all the children it can (total={total}); child "
+            f"{child_id} is one too many (child ids must be unique and exactly total per batch)"
+        )
+
     def _transact(self, items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """Run the transaction; None when it committed, else the cancellation reasons (after retrying
         TransactionConflict with jittered exponential backoff)."""
@@ -452,42 +596,95 @@ class Ledger:
                     raise
                 reasons = exc.response.get("CancellationReasons") or []
                 codes = {r.get("Code") for r in reasons}
-                if "ConditionalCheckFailed" in codes or "TransactionConflict" not in codes:
+                if "ConditionalCheckFailed" in codes or not codes & RETRYABLE_REASONS:
                     if len(reasons) != len(items):
                         raise
                     return reasons
                 if attempt + 1 < self.max_conflict_attempts:
-                    self.sleep(random.uniform(0, 0.025 * 2**attempt))
+                    self._backoff(attempt)
         raise LedgerContention(
-            f"TransactionConflict {self.max_conflict_attempts} times in a row on "
+            f"TransactionConflict or throttling {self.max_conflict_attempts} times in a row on "
             f"{items[1]['Update']['Key']['pk']['S']}; the message will be retried"
         )
 
+    def _backoff(self, attempt: int) -> None:
+        """Full jitter: uniform(0, 25 ms * 2^attempt), capped at 1 s (8 attempts wait ~2.4 s at most).
+        Measured under the contention model (benchmarks/ledger_benchmark.py): 10 writers on one
+        batch item stay under 3 requests per child."""
+        self.sleep(random.uniform(0, min(1.0, 0.025 * 2**attempt)))
+
     # ----------------------------------------------------------------- decisions
 
-    def _decide(self, batch_id: str, child_id: str, *, counted: bool, failure: bool) -> LedgerResult:
-        """Try the transition this record makes possible; fall back to the other one when the batch
-        item shows it is due (healing a caller that crashed before making it)."""
-        first, second = (self._try_fail, self._try_complete) if failure else (self._try_complete, self._try_fail)
-        won, old = first(batch_id, child_id)
-        if won:
-            return won
-        if old.get("status") == RUNNING and self._due(old, complete=second == self._try_complete):
-            won, old2 = second(batch_id, child_id)
-            if won:
-                return won
-            old = old2 or old
-        if old.get("status") != RUNNING:
-            resumed = self._resume(batch_id, child_id, old)
+    def _decide(self, batch_id: str, child_id: str, *, counted: bool, failure: bool = False) -> LedgerResult:
+        """Read the batch (consistently); make the transition it shows due, if any (the condition
+        decides who wins); hand a redelivered winner its follow-up again."""
+        state = self._decision_state(batch_id)
+        if state.get("status") == RUNNING:
+            attempt = (
+                self._try_fail if self._due(state, complete=False)
+                else self._try_complete if self._due(state, complete=True)
+                else None
+            )
+            if attempt is not None:
+                won, old = attempt(batch_id, child_id, state)
+                if won:
+                    return won
+                state = {**state, **old} if old else state
+        if state.get("status") != RUNNING:
+            resumed = self._resume(batch_id, child_id, state)
             if resumed:
                 return resumed
-        return self._result(Outcome.COUNTED if counted else Outcome.DUPLICATE, batch_id, child_id, old)
+        return self._result(Outcome.COUNTED if counted else Outcome.DUPLICATE, batch_id, child_id, state)
 
-    def _due(self, old: dict[str, Any], *, complete: bool) -> bool:
-        """Whether the batch item shows the completion (or the failure) transition is due."""
+    def _decision_state(self, batch_id: str) -> dict[str, Any]:
+        """The batch as the decision sees it: the batch item (unsharded), or the batch item with the
+        sums of its shards (sharded; the batch item is created here if nobody registered it)."""
+        if not self.sharded:
+            return self.read_batch(batch_id) or {}
+        meta, shards = self._read_sharded(batch_id)
+        if meta is None:
+            total = next((s["total"] for s in shards if "total" in s), None)
+            if total is None:
+                return {}
+            self.register_batch(batch_id, total)
+            meta, shards = self._read_sharded(batch_id)
+        return self._merge(meta or {}, shards)
+
+    def _read_sharded(self, batch_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """One BatchGetItem (strongly consistent) of the batch item and its K shards."""
+        keys = [batch_key(batch_id)] + [shard_key(batch_id, k) for k in range(self.counter_shards)]
+        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+        items: list[dict[str, Any]] = []
+        for attempt in range(self.max_conflict_attempts):
+            response = self.client.batch_get_item(RequestItems=request)
+            items += [plain(i) for i in response.get("Responses", {}).get(self.table_name, [])]
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            self._backoff(attempt)
+        else:
+            raise LedgerContention(f"batch {batch_id}: BatchGetItem kept returning unprocessed keys")
+        meta = next((i for i in items if i["sk"] == META_SK), None)
+        if meta is not None and meta.get("shards", self.counter_shards) != self.counter_shards:
+            raise LedgerError(
+                f"batch {batch_id} was opened with {meta.get('shards')} counter shards but this consumer "
+                f"uses {self.counter_shards}; change ledger.counterShards only while no batch is open"
+            )
+        return meta, [i for i in items if i["sk"] == SHARD_SK]
+
+    def _due(self, state: dict[str, Any], *, complete: bool) -> bool:
+        """Whether the batch shows the completion (or the failure) transition is due."""
         if complete:
-            return old.get("done") == old.get("total") and old.get("failed", 0) <= self.failure_threshold
-        return old.get("failed", 0) > self.failure_threshold
+            return (state.get("done") == state.get("total") is not None
+                    and state.get("failed", 0) <= self.failure_threshold)
+        return state.get("failed", 0) > self.failure_threshold
+
+    @staticmethod
+    def _merge(meta: dict[str, Any], shards: list[dict[str, Any]]) -> dict[str, Any]:
+        if meta.get("status", RUNNING) != RUNNING:
+            return meta  # decided: the verdict carries the counts it was decided on
+        sums = {k: sum(s.get(k, 0) for s in shards) for k in ("succeeded", "failed", "done")}
+        return {**meta, **sums}
 
     def _transition(
         self,
@@ -535,12 +732,21 @@ class Ledger:
             try:
                 return self.client.update_item(**kwargs)
             except Exception as exc:
-                if _code(exc) != "TransactionConflictException" or attempt + 1 == self.max_conflict_attempts:
+                if _code(exc) != "TransactionConflictException":
                     raise
-                self.sleep(random.uniform(0, 0.025 * 2**attempt))
+                if attempt + 1 == self.max_conflict_attempts:
+                    raise LedgerContention(
+                        f"TransactionConflictException {self.max_conflict_attempts} times in a row on "
+                        f"{kwargs['Key']['pk']['S']}; the message will be retried"
+                    ) from exc
+                self._backoff(attempt)
         raise AssertionError("unreachable")
 
-    def _try_complete(self, batch_id: str, child_id: str) -> tuple[LedgerResult | None, dict[str, Any]]:
+    def _try_complete(
+        self, batch_id: str, child_id: str, state: dict[str, Any]
+    ) -> tuple[LedgerResult | None, dict[str, Any]]:
+        if self.sharded:
+            return self._sharded_transition(batch_id, child_id, state, to=COMPLETED, reason=None)
         return self._transition(
             batch_id,
             child_id,
@@ -549,17 +755,37 @@ class Ledger:
             values={":threshold": _n(self.failure_threshold)},
         )
 
-    def _try_fail(self, batch_id: str, child_id: str) -> tuple[LedgerResult | None, dict[str, Any]]:
+    def _try_fail(
+        self, batch_id: str, child_id: str, state: dict[str, Any]
+    ) -> tuple[LedgerResult | None, dict[str, Any]]:
+        reason = f"more than {self.failure_threshold} children failed"
+        if self.sharded:
+            return self._sharded_transition(batch_id, child_id, state, to=FAILED, reason=reason)
         return self._transition(
             batch_id,
             child_id,
             to=FAILED,
             condition="#status = :running AND failed > :threshold",
-            values={
-                ":threshold": _n(self.failure_threshold),
-                ":reason": _s(f"more than {self.failure_threshold} children failed"),
-            },
+            values={":threshold": _n(self.failure_threshold), ":reason": _s(reason)},
             extra_set=", failReason = :reason",
+        )
+
+    def _sharded_transition(
+        self, batch_id: str, child_id: str, state: dict[str, Any], *, to: str, reason: str | None
+    ) -> tuple[LedgerResult | None, dict[str, Any]]:
+        """The one conditional transition of a sharded batch: its status decides the winner; the
+        counts the decision was made on (sums of consistent shard reads) are stored with it."""
+        values = {
+            ":succeeded": _n(state.get("succeeded", 0)),
+            ":failed": _n(state.get("failed", 0)),
+            ":done": _n(state.get("done", 0)),
+        }
+        extra = ", succeeded = :succeeded, failed = :failed, done = :done"
+        if reason:
+            values[":reason"] = _s(reason)
+            extra += ", failReason = :reason"
+        return self._transition(
+            batch_id, child_id, to=to, condition="#status = :running", values=values, extra_set=extra
         )
 
     def _resume(self, batch_id: str, child_id: str, old: dict[str, Any]) -> LedgerResult | None:
@@ -593,14 +819,14 @@ class Ledger:
         so one caller decides; a repeated call returns the recorded verdict. ``by`` is stored as
         the decider (finisherChild). Returns a JSON-ready dict: verdict (COMPLETED|FAILED), batchId,
         total, succeeded, failed, unaccounted (total - counted), decidedBy, won."""
-        item = self.read_batch(batch_id)
+        item = self._decision_state(batch_id) or None
         if item is None:
             raise BatchNotRegistered(f"batch {batch_id}: not in the ledger; nothing to decide")
         won = False
         if item.get("status") == RUNNING:
             due_complete = item.get("done") == item.get("total") and item.get("failed", 0) <= self.failure_threshold
             if due_complete:
-                result, new = self._try_complete(batch_id, by)
+                result, new = self._try_complete(batch_id, by, item)
             else:
                 unaccounted = item.get("total", 0) - item.get("done", 0)
                 result, new = self._transition(
@@ -664,8 +890,18 @@ class Ledger:
 
     # ----------------------------------------------------------------- reading (ops, tests)
 
+    @property
+    def sharded(self) -> bool:
+        return self.counter_shards > 1
+
     def read_batch(self, batch_id: str) -> dict[str, Any] | None:
-        """The batch item (strongly consistent): for operators and tests, never used to count."""
+        """The batch item (strongly consistent): for operators, tests and the decision check, never
+        used to count. Sharded, while RUNNING, with the sums of its shards."""
+        if self.sharded:
+            meta, shards = self._read_sharded(batch_id)
+            if meta is None and not shards:
+                return None
+            return self._merge(meta or {"status": RUNNING, "total": shards[0].get("total")}, shards)
         item = self.client.get_item(
             TableName=self.table_name, Key=batch_key(batch_id), ConsistentRead=True
         ).get("Item")

@@ -9,7 +9,9 @@ Child message (SQS body or Kinesis record data, JSON)::
 
 Environment: LEDGER_TABLE_NAME, LEDGER_FAILURE_THRESHOLD (default 0), LEDGER_TTL_DAYS (30),
 LEDGER_DEADLINE_MINUTES (0: no deadline for batches created by their first message),
-FINALIZER_FUNCTION_NAME (the UpdateFinalStatus function), FANOUT_ENV.
+LEDGER_COUNTER_SHARDS (1: one counter item per batch; K > 1: the sharded counter),
+FINALIZER_FUNCTION_NAME (the UpdateFinalStatus function), STATUS_TABLE_NAME (the status table:
+the winner of a FAILED verdict writes the batch's FAILED record there), FANOUT_ENV.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from .final_status import record_counted_failure
 from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
 from .worker import TaskEvent, raise_simulated_failure
 
@@ -92,6 +96,7 @@ def ledger_from_env(client: Any | None = None) -> Ledger:
         failure_threshold=int(os.environ.get("LEDGER_FAILURE_THRESHOLD", "0")),
         ttl_days=int(os.environ.get("LEDGER_TTL_DAYS", "30")),
         deadline_seconds=deadline_minutes * 60 or None,
+        counter_shards=int(os.environ.get("LEDGER_COUNTER_SHARDS", "1")),
     )
 
 
@@ -154,8 +159,20 @@ def finish(ledger: Ledger, result: LedgerResult, identity: str) -> LedgerResult:
         logger.info("batch completed and finalized", extra={"ledger": result.to_dict(), "final": final})
         ledger.acknowledge_finish(result.batch_id, result.child_id or "", identity)
     elif result.must_alarm:
+        recorded = None
+        if os.environ.get("STATUS_TABLE_NAME"):
+            recorded = record_counted_failure(
+                dynamodb_client(),
+                os.environ["STATUS_TABLE_NAME"],
+                batch_id=result.batch_id,
+                execution_arn=identity,
+                failed_items=result.failed or 0,
+                total_items=result.total or 0,
+                now=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            )
         metrics.add_metric(name=BATCH_FAILED_METRIC, unit=MetricUnit.Count, value=1)
-        logger.error("batch FAILED", extra={"ledger": result.to_dict(), "finishedBy": identity})
+        logger.error("batch FAILED", extra={"ledger": result.to_dict(), "finishedBy": identity,
+                                            "statusRecord": recorded})
         ledger.acknowledge_finish(result.batch_id, result.child_id or "", identity)
     else:
         logger.info("child recorded", extra={"ledger": result.to_dict()})

@@ -14,9 +14,13 @@ from stacks.ledger_config import LedgerSettings
 
 # What each kind of ledger function may do, and nothing else:
 # TransactWriteItems is authorized as the PutItem (child mark) and UpdateItem (batch counter) it
-# contains; the decision checks and acknowledge_finish are UpdateItems. No GetItem/Query/Scan: the
-# ledger never reads to count (a cancelled transaction returns the old item itself).
+# contains; the transitions and acknowledge_finish are UpdateItems. No Query/Scan: the ledger never
+# reads to count (a cancelled transaction returns the old item itself).
 RECORDER_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+# The consumers' decision check reads the batch (consistent GetItem; sharded: one BatchGetItem of
+# the batch item and its shards) and tries a transition only when it is due.
+DECISION_READ_ACTIONS = ("dynamodb:GetItem",)
+SHARDED_DECISION_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
 # The sweeper queries the sparse deadline index and fails overdue batches with UpdateItem.
 SWEEPER_TABLE_ACTIONS = ("dynamodb:UpdateItem",)
 SWEEPER_INDEX_ACTIONS = ("dynamodb:Query",)
@@ -52,6 +56,16 @@ class CompletionLedger(Construct):
             "LEDGER_TTL_DAYS": str(s.ttl_days),
             "LEDGER_DEADLINE_MINUTES": str(s.deadline_minutes),
         }
+
+    def consumer_environment(self) -> dict[str, str]:
+        """``environment()`` plus the counter layout of the SQS/Kinesis consumers."""
+        return {**self.environment(), "LEDGER_COUNTER_SHARDS": str(self.settings.counter_shards)}
+
+    def grant_consume(self, function: lambda_.Function) -> None:
+        """A consumer: record children and make the decision check (reads, then a transition)."""
+        self.grant_record(function)
+        reads = SHARDED_DECISION_READ_ACTIONS if self.settings.counter_shards > 1 else DECISION_READ_ACTIONS
+        function.add_to_role_policy(iam.PolicyStatement(actions=list(reads), resources=[self.table.table_arn]))
 
     def grant_record(self, function: lambda_.Function) -> None:
         function.add_to_role_policy(

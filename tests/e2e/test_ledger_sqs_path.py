@@ -1,6 +1,7 @@
 """The completion ledger's SQS path end to end on moto (``fanout.ledger_demo``): the synthesized dev
 ledger stack, the real consumer / DLQ recorder / UpdateFinalStatus handlers in-process, local
-pollers standing in for the SQS event source mappings.
+pollers standing in for the SQS event source mappings, the DynamoDB contention model on (the
+demo's default: transactions in flight cancel each other as on DynamoDB).
 
 Assertions read the emulated DynamoDB tables and SQS queues and the Lambda router's invocation
 records (inside the engine, through ``on_engine``), never printed text; except the last test,
@@ -107,6 +108,7 @@ def test_all_children_succeed_then_final_status_once(dev_app):
     assert facts["dlq_messages_left"] == [] and facts["source_messages_left"] == 0
     assert facts["ledger_status"] == "COMPLETED" and facts["update_final_status_invocations"] == 1
     assert facts["batch_size"] == 10 and facts["max_receive_count"] == seen.redrive["maxReceiveCount"] == 3
+    assert facts["contention"] is not None and facts["contention"]["transactions"] >= 25  # the model was on
 
 
 def test_duplicate_delivery_is_not_double_counted(dev_app):
@@ -138,9 +140,11 @@ def test_a_failing_child_is_retried_dead_lettered_and_fails_the_batch_once(dev_a
     assert seen.batch["status"] == "FAILED"
     assert (seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (24, 1, 25)
     assert seen.batch["finishedBy"] == "ledger:sqs-dlq:3"
-    # UpdateFinalStatus never ran, no status record; both queues drained
+    # UpdateFinalStatus never ran; the FAILED winner wrote the batch's FAILED status record
     assert seen.count(facts["function_ids"]["update_final_status"]) == 0 and seen.finalizer_events == []
-    assert seen.status is None
+    assert (seen.status["status"], seen.status["failedItems"], seen.status["totalItems"], seen.status["executionArn"]) == (
+        "FAILED", 1, 25, "ledger:sqs-dlq:3")
+    assert facts["status_record"] == seen.status
     assert set(seen.depth.values()) == {0} and facts["dlq_messages_left"] == []
 
 
@@ -154,9 +158,33 @@ def test_main_prints_the_outcome(dev_app, monkeypatch, capsys):
     code = ledger_demo.main(["--children", "5", "--concurrency", "2", "--batch-id", "sqs-cli"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "ledger batch sqs-cli: COMPLETED" in out
+    assert "ledger batch sqs-cli (sqs, counter shards 1): COMPLETED" in out
     assert "succeeded=5, failed=0, done=5" in out
     assert "UpdateFinalStatus: ran (1 invocation(s))" in out
     assert '"status": "SUCCEEDED"' in out
     assert "dead-letter queue: 0 message(s) left" in out
+    assert "DynamoDB contention model (3 ms in flight)" in out
     assert "wall time:" in out
+    assert "exit code 0: the batch COMPLETED" in out
+
+
+def test_usage_errors_are_one_line_and_exit_2(dev_app, monkeypatch, capsys):
+    import fanout.local.template as template
+
+    monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
+    for key in ledger_demo.QUIET_ENV:
+        monkeypatch.setenv(key, ledger_demo.QUIET_ENV[key])
+    assert ledger_demo.main(["--fail", "x"]) == 2
+    assert capsys.readouterr().err == "fanout ledger: --fail 'x': comma-separated whole numbers (child indexes) expected\n"
+    assert ledger_demo.main(["--children", "3", "--fail", "7"]) == 2
+    assert capsys.readouterr().err.strip().endswith("fail: child indexes must be in [0, 3), got [7]")
+
+
+def test_help_says_what_the_exit_code_means(capsys):
+    import argparse
+
+    with pytest.raises(SystemExit):
+        ledger_demo.add_arguments(argparse.ArgumentParser(prog="fanout ledger")).parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "--source {sqs,kinesis}" in out and "--contention-window MS" in out
+    assert "exit codes:" in out and "0  the batch COMPLETED" in out and "1  the batch FAILED" in out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,38 +16,38 @@ from botocore.config import Config
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
+from fanout.local.dynamodb_contention import dynamodb_contention
+from fanout.local.moto_fixes import serialized_dynamodb_writes
 from tests.ledger.ledger_tables import create_ledger_table, create_status_table
 
 REGION = "eu-west-1"
-
-
-class _SerializedApp:
-    """moto's DynamoDB backend is not thread-safe: TransactWriteItems deep-copies the whole table and
-    restores that copy when the transaction is cancelled, which would erase writes other threads
-    made meanwhile. Real DynamoDB applies each request atomically; serializing request handling
-    inside the server gives the emulator that guarantee. Client-side concurrency (threads, HTTP,
-    connection pools, interleaving between requests) stays real."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.lock = threading.Lock()
-
-    def __call__(self, environ: dict, start_response: Any) -> Any:
-        with self.lock:
-            return list(self.app(environ, start_response))
+CONTENTION_WINDOW_SECONDS = 0.003
 
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
+    """moto server on loopback, in this process. Its DynamoDB backend is made safe for concurrent
+    requests by ``moto_fixes.serialized_dynamodb_writes`` (each write applied atomically, reads
+    never see half a write), the same fix the local engine uses; request handling itself stays
+    concurrent, so the contention model (``contention`` fixture) can hold items in flight while
+    other requests run. Client-side concurrency (threads, HTTP, connection pools) stays real."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log line per request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    server._server.app = _SerializedApp(server._server.app)  # see _SerializedApp
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with serialized_dynamodb_writes():
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def contention() -> Iterator[Any]:
+    """The DynamoDB contention model (fanout/local/dynamodb_contention.py) on, for one test:
+    transactions hold their items for a few milliseconds and cancel each other."""
+    with dynamodb_contention(window_seconds=CONTENTION_WINDOW_SECONDS) as model:
+        yield model
 
 
 @pytest.fixture(scope="session")

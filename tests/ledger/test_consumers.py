@@ -158,6 +158,49 @@ def test_dlq_recorder_counts_a_dead_lettered_child_once_and_alarms_once(handler_
     batch = ledger_batch(handler_env, "d1")
     assert (batch["status"], batch["succeeded"], batch["failed"], batch["done"]) == ("FAILED", 1, 1, 2)
     assert handler_env.lambda_client.invocations == []
+    # the winner wrote the batch's FAILED status record (the Map workflow's shape), once
+    record = final_status.read_status(handler_env.dynamodb, handler_env.status_table, "d1")
+    assert (record["status"], record["failedItems"], record["totalItems"], record["executionArn"],
+            record["failedRuns"]) == ("FAILED", 1, 3, "ledger:sqs-dlq:1", 1)
+
+
+@pytest.mark.parametrize("shards", ["1", "4"])
+def test_contention_beyond_the_ledger_retries_returns_the_message_and_it_counts_once(handler_env, monkeypatch, shards):
+    """Under the contention model, an item held by another transaction for longer than the ledger
+    retries: the message is reported as a batch item failure (back to the queue), and counted once
+    when it is delivered again."""
+    from fanout.local.dynamodb_contention import dynamodb_contention
+    from fanout.local.moto_fixes import serialized_dynamodb_writes
+    from fanout_common import ledger as ledger_module
+    from fanout_common.ledger import shard_pk
+
+    monkeypatch.setenv("LEDGER_COUNTER_SHARDS", shards)
+    from fanout_common import ledger_runtime
+
+    build = ledger_runtime.ledger_from_env
+
+    def fewer_attempts(client=None):
+        ledger = build(client)
+        ledger.max_conflict_attempts = 3
+        return ledger
+
+    monkeypatch.setattr(ledger_runtime, "ledger_from_env", fewer_attempts)
+    monkeypatch.setattr(ledger_module.Ledger, "_backoff", lambda self, attempt: None)
+    record = sqs_record(child("hot", 0, total=2), message_id="m-0")
+    pk = "BATCH#hot" if shards == "1" else shard_pk("hot", 0)
+    sk = "#META" if shards == "1" else "#SHARD"
+    with serialized_dynamodb_writes(), dynamodb_contention(window_seconds=0) as model:
+        with model.hold(handler_env.ledger_table, pk, sk):  # another writer's transaction, in flight
+            response = ledger_sqs_consumer.handler({"Records": [record]}, handler_env.context)
+        assert response == {"batchItemFailures": [{"itemIdentifier": "m-0"}]}
+        assert model.stats["transaction_conflicts"] == 3
+        assert ledger_batch(handler_env, "hot") is None  # nothing counted
+        again = sqs_record(child("hot", 0, total=2), message_id="m-0", receive_count=2)
+        assert ledger_sqs_consumer.handler({"Records": [again]}, handler_env.context) == {"batchItemFailures": []}
+        assert ledger_sqs_consumer.handler({"Records": [again]}, handler_env.context) == {"batchItemFailures": []}
+    batch = ledger_batch(handler_env, "hot") if shards == "1" else Ledger(
+        handler_env.dynamodb, handler_env.ledger_table, counter_shards=4).read_batch("hot")
+    assert (batch["status"], batch["succeeded"], batch["done"]) == ("RUNNING", 1, 1)
 
 
 def test_dlq_recorder_leaves_unattributable_messages_in_the_dlq(handler_env):

@@ -19,8 +19,9 @@ def environments():
 def test_dev_and_prod_settings_load(environments):
     dev = load_ledger_settings(environments["dev"], "dev")
     prod = load_ledger_settings(environments["prod"], "prod")
-    assert dev == LedgerSettings(10, 0, 7, 60, 3, 10, 100, 3, 1, 5)
+    assert dev == LedgerSettings(10, 0, 7, 60, 3, 10, 100, 3, 1, 5, counter_shards=1)
     assert (prod.ttl_days, prod.max_receive_count, prod.kinesis_shard_count) == (30, 5, 2)
+    assert prod.counter_shards == 8
 
 
 @pytest.mark.parametrize(
@@ -31,6 +32,9 @@ def test_dev_and_prod_settings_load(environments):
         ("batchSize", 11, "batchSize: must be a whole number from 1 to 10"),
         ("maxReceiveCount", "3", "maxReceiveCount: must be a whole number from 1 to 1000 (SQS redrive"),
         ("ttlDays", True, "ttlDays: must be a whole number"),
+        ("counterShards", 0, "counterShards: must be a whole number from 1 to 99 (counter items per batch"),
+        ("counterShards", 100, "counterShards: must be a whole number from 1 to 99"),
+        ("counterShards", 2.5, "counterShards: must be a whole number from 1 to 99"),
     ],
 )
 def test_bad_values_name_the_field(environments, field, value, message):

@@ -63,6 +63,7 @@ def ids(ledger_synth):
         "failures": logical_id(s, "AWS::SQS::Queue", "KinesisFailureQueue"),
         "stream": logical_id(s, "AWS::Kinesis::Stream", "ChildStream"),
         "finalizer": logical_id(s, FN, "FinalStatusUpdateFinalStatusFunction"),
+        "status": logical_id(s, "AWS::DynamoDB::Table", "FinalStatusTable"),
         "logs": {k: v for k in ("LedgerSqsConsumer", "LedgerDlqRecorder", "LedgerKinesisConsumer",
                                 "LedgerKinesisFailureRecorder", "LedgerSweeper")
                  for v in [logical_id(s, "AWS::Logs::LogGroup", f"{k}Logs")]},
@@ -147,10 +148,12 @@ def test_consumers_know_the_ledger_and_the_finalizer(ledger_synth, ids):
     assert ref_id(env["LEDGER_TABLE_NAME"]) == ids["table"]
     assert ref_id(env["FINALIZER_FUNCTION_NAME"]) == ids["finalizer"]
     assert (env["LEDGER_FAILURE_THRESHOLD"], env["LEDGER_TTL_DAYS"], env["LEDGER_DEADLINE_MINUTES"]) == ("0", "7", "60")
+    assert env["LEDGER_COUNTER_SHARDS"] == "1"  # dev: cdk.json ledger.counterShards
+    assert ref_id(env["STATUS_TABLE_NAME"]) == ids["status"]  # the FAILED winner's record
     assert function["Properties"]["Handler"] == "ledger_sqs_consumer.handler"
 
 
-RECORD = {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+RECORD = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}  # + the decision read
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 CONSUME = {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
@@ -158,7 +161,7 @@ CONSUME = {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttr
 
 
 def test_iam_grants_are_exactly_what_each_function_uses(ledger_synth, ids):
-    finalize = {arn(ids["finalizer"]): {"lambda:InvokeFunction"}}
+    finalize = {arn(ids["finalizer"]): {"lambda:InvokeFunction"}, arn(ids["status"]): {"dynamodb:UpdateItem"}}
     table = arn(ids["table"])
 
     def base(name):
@@ -182,7 +185,34 @@ def test_iam_grants_are_exactly_what_each_function_uses(ledger_synth, ids):
     index = json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [ids["table"], "Arn"]}, "/index/RunningByDeadline"]]},
                        sort_keys=True)
     assert role_actions(ledger_synth, "LedgerSweeper") == {
-        **base("LedgerSweeper"), index: {"dynamodb:Query"}, table: {"dynamodb:UpdateItem"}}
+        **base("LedgerSweeper"), index: {"dynamodb:Query"}, table: {"dynamodb:UpdateItem"},
+        arn(ids["status"]): {"dynamodb:UpdateItem"}}
+
+
+def test_sharded_consumers_may_batch_read_the_shards(tmp_path):
+    """counterShards > 1 (prod: 8): LEDGER_COUNTER_SHARDS set, and BatchGetItem granted on top."""
+    import dataclasses
+
+    from aws_cdk import App, Environment
+    from aws_cdk.assertions import Template
+
+    from stacks.completion_ledger_stack import CompletionLedgerStack
+    from stacks.config import load_environment, read_cdk_context
+
+    cfg = load_environment(read_cdk_context(), "prod")
+    assert cfg.ledger.counter_shards == 8
+    app = App(outdir=str(tmp_path))
+    stack = CompletionLedgerStack(app, "Sharded", cfg=cfg, ledger=dataclasses.replace(cfg.ledger, counter_shards=4),
+                                  env=Environment(account=cfg.account, region=cfg.region))
+    template = Template.from_stack(stack).to_json()
+    envs = [r["Properties"]["Environment"]["Variables"] for r in template["Resources"].values()
+            if r["Type"] == FN and "LEDGER_TABLE_NAME" in r["Properties"]["Environment"]["Variables"]]
+    assert len(envs) == 5 and {e["LEDGER_COUNTER_SHARDS"] for e in envs} == {"4"}
+    statements = [s for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+                  for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    batch_reads = [s for s in statements if "dynamodb:BatchGetItem" in (s["Action"] if isinstance(s["Action"], list)
+                                                                        else [s["Action"]])]
+    assert len(batch_reads) == 4  # the four consumers, not the sweeper
 
 
 def test_no_unacknowledged_cdk_nag_findings(ledger_synth):
