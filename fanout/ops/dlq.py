@@ -241,6 +241,19 @@ def _target(batch_id: str, messages: Sequence[Message], record: dict[str, Any] |
     return target, finalized
 
 
+def _resume_instead(batch_id: str, target: str, record: dict[str, Any]) -> OpsError:
+    """The failure guard recorded an execution that ended outside the workflow's own decision
+    (timed out, stopped, UpdateFinalStatus exhausted): it has no failed task or item to run again;
+    RedriveExecution resumes it at the step that failed, without re-running what succeeded."""
+    return OpsError(
+        f"batch {batch_id}: {target} ended {record.get('failedExecutionStatus')} "
+        f"({record.get('failedExecutionError')}) outside the workflow's decision, with nothing "
+        f"dead-lettered to run again; resume it instead: the console's Redrive button, or "
+        f"aws stepfunctions redrive-execution --execution-arn {target}",
+        code=1,
+    )
+
+
 def _superseded_note(plan: RedrivePlan) -> None:
     if plan.superseded:
         older = sorted({m.execution_arn or "(no executionArn)" for m in plan.superseded})
@@ -287,6 +300,8 @@ def plan_redrive(
             f"{', '.join(missing)}: recorded as failed without a DLQ message here; input taken from "
             "the failed execution's input"
         )
+    if not plan.tasks and record.get("failedExecutionStatus"):
+        raise _resume_instead(batch_id, target, record)
     _superseded_note(plan)
     return plan
 
@@ -342,6 +357,10 @@ def plan_map_redrive(
             f"batch {batch_id}: {target} recorded {failed} failed item(s), but only {len(by_index)} were "
             "found in the DLQ and the map run's results: nothing started"
         )
+    if not by_index and record.get("failedExecutionStatus"):
+        raise _resume_instead(batch_id, target, record)
+    if not by_index:
+        raise OpsError(f"batch {batch_id}: no failed item of {target} was found to run again", code=1)
     plan.items = [by_index[k] for k in sorted(by_index, key=lambda k: (not isinstance(k, int), k))]
     _superseded_note(plan)
     return plan

@@ -415,3 +415,21 @@ def test_stack_outputs_naming_a_deleted_resource(cli, deployment):
     deployment.engine.sqs.delete_queue(QueueUrl=deployment.engine.queue_url())
     run = cli("dlq", "list")
     assert run.code == 2 and "the stack outputs name a resource that does not exist" in run.err
+
+
+@pytest.mark.parametrize("workflow", ["parallel", "map"])
+def test_a_batch_the_failure_guard_recorded_is_resumed_not_redriven(workflow):
+    """An execution that timed out (or was stopped, or ran out of UpdateFinalStatus retries) has no
+    dead-lettered task or item: the CLI says to resume it with RedriveExecution instead."""
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:order-9"
+    record = {"status": "FAILED", "executionArn": arn, "failedExecutionStatus": "TIMED_OUT",
+              "failedExecutionError": "States.Timeout"}
+    guard_message = dlq_module.Message("m1", "r1", "{}", {"kind": "execution", "batchId": "order-9", "executionArn": arn})
+    with pytest.raises(dlq_module.OpsError) as refused:
+        if workflow == "parallel":
+            dlq_module.plan_redrive("order-9", [guard_message], record, sfn=None)
+        else:
+            dlq_module.plan_map_redrive("order-9", [guard_message], record, sfn=None, s3=None, bucket="b")
+    assert refused.value.code == 1
+    assert f"aws stepfunctions redrive-execution --execution-arn {arn}" in str(refused.value)
+    assert "ended TIMED_OUT (States.Timeout) outside the workflow's decision" in str(refused.value)
