@@ -80,18 +80,20 @@ def add_parsers(sub: Any) -> None:
     redrive = dlq_sub.add_parser(
         "redrive",
         parents=[common],
-        help="re-run a batch's dead-lettered tasks (Parallel workflow only)",
-        description="Starts one execution with the batch's dead-lettered tasks and redriveOf = the failed "
-        "execution named by the status record, under a name derived from that execution and the tasks "
-        "(re-running after a crash reuses it), then deletes the messages. The Map workflow's redrive "
-        "is not supported by this CLI (exit 2).",
+        help="re-run a batch's dead-lettered tasks (Parallel) or failed items (Map)",
+        description="Starts one execution with the batch's dead-lettered tasks (Parallel) or failed items "
+        "(Map: from the DLQ messages, completed from the map run's result files; the whole input "
+        "again if the map run failed as a whole) and redriveOf = the failed execution named by the "
+        "status record, under a name derived from that execution and what it re-runs (re-running "
+        "after a crash reuses it), then deletes the messages. An execution that timed out or was "
+        "stopped has nothing dead-lettered: resume it with RedriveExecution instead (exit 1 says so).",
     )
     redrive.add_argument("--env", default="dev", help=env_help)
     redrive.add_argument(
         "--workflow",
         choices=("parallel", "map"),
         default="parallel",
-        help="parallel (map: not supported, exit 2)",
+        help="which workflow's batch (default parallel)",
     )
     redrive.add_argument("--batch", required=True, metavar="BATCH_ID")
     redrive.add_argument("--dry-run", action="store_true", help="show the redrive input, start nothing")
