@@ -32,14 +32,18 @@ def process_item(item: dict) -> dict:
 def handler(event, context):
     batch_id = event["batchId"]
     attempt = int(event.get("attempt") or 0)
-    logger.append_keys(batch_id=batch_id, attempt=attempt + 1)
-    results = []
-    for entry in event["items"]:
-        index, item = entry["index"], entry["item"]
-        if isinstance(item, dict) and item.get(SIMULATE_KEY):
-            raise_simulated_failure(
-                TaskEvent(batch_id, f"item-{index}", item, attempt, event.get("executionArn", ""))
-            )
-        results.append(process_item(item))
-    logger.info("items processed", extra={"count": len(results)})
-    return {"processed": len(results)}
+    # Thread-local keys, cleared at the end: in-process runs (the local engine) share the logger.
+    logger.thread_safe_append_keys(batch_id=batch_id, attempt=attempt + 1)
+    try:
+        results = []
+        for entry in event["items"]:
+            index, item = entry["index"], entry["item"]
+            if isinstance(item, dict) and item.get(SIMULATE_KEY):
+                raise_simulated_failure(
+                    TaskEvent(batch_id, f"item-{index}", item, attempt, event.get("executionArn", ""))
+                )
+            results.append(process_item(item))
+        logger.info("items processed", extra={"count": len(results)})
+        return {"processed": len(results)}
+    finally:
+        logger.thread_safe_clear_keys()

@@ -17,6 +17,7 @@ from typing import Any
 
 from fanout.ops.aws import Aws, Deployment, OpsError, console_url, environment, find_deployment
 from fanout.ops.start import NAME_UNSAFE
+from fanout.views import cause_message
 
 LIST_HOLD_SECONDS = 30  # how long `dlq list` hides the messages at most (it unhides them at once)
 REDRIVE_HOLD_SECONDS = 120  # a redrive that dies keeps its batch's messages hidden at most this long
@@ -111,15 +112,6 @@ def delete(sqs: Any, queue_url: str, messages: Sequence[Message]) -> list[Messag
         )
         failed.extend(chunk[int(entry["Id"])] for entry in answer.get("Failed", []))
     return failed
-
-
-def cause_message(cause: Any) -> Any:
-    """The errorMessage inside a Lambda error's JSON cause (else the cause as it is)."""
-    try:
-        parsed = json.loads(cause)
-    except (TypeError, ValueError):
-        return cause
-    return parsed.get("errorMessage", cause) if isinstance(parsed, dict) else cause
 
 
 def describe(message: Message) -> list[str]:

@@ -127,23 +127,28 @@ def test_duplicate_delivery_is_not_double_counted(dev_app):
 
 
 def test_a_failing_child_is_retried_dead_lettered_and_fails_the_batch_once(dev_app):
-    facts, seen = run(dev_app, "sqs-doomed", children=25, fail=[3], concurrency=10, duplicate=True)
+    facts, seen = run(dev_app, "sqs-doomed", children=25, fail=[3], concurrency=10, duplicate=True, visibility_timeout=2)
     max_receive = seen.redrive["maxReceiveCount"]
     # each copy of child 3 was delivered maxReceiveCount times, then moved to the DLQ by SQS
     assert facts["deliveries"][3] == 2 * max_receive
     assert facts["receive_counts"][3] == max_receive
-    assert facts["dead_lettered"] == [3]
+    assert 3 in facts["dead_lettered"]
     assert seen.count(facts["function_ids"]["dlq_recorder"]) >= 1
-    # counted failed once, by the DLQ recorder; the others succeeded once
+    # counted failed once, by the DLQ recorder; the others succeeded once. (On a loaded machine a
+    # batch can outlast the short local visibility timeout: its messages are delivered again, as
+    # SQS does, and may reach the DLQ too; a child whose work was already counted stays counted
+    # SUCCEEDED: the DLQ recorder's duplicate changes nothing.)
     assert seen.children["3"]["outcome"] == "FAILED" and "dead-lettered" in seen.children["3"]["reason"]
     assert {k for k, c in seen.children.items() if c["outcome"] == "SUCCEEDED"} == {str(i) for i in range(25)} - {"3"}
     assert seen.batch["status"] == "FAILED"
     assert (seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (24, 1, 25)
-    assert seen.batch["finishedBy"] == "ledger:sqs-dlq:3"
+    # exactly one finisher: the caller whose record completed the count (child 3's DLQ recorder,
+    # or a consumer whose success came last); it wrote the FAILED status record
+    assert seen.batch["finishedBy"].startswith(("ledger:sqs-dlq:", "ledger:sqs:"))
     # UpdateFinalStatus never ran; the FAILED winner wrote the batch's FAILED status record
     assert seen.count(facts["function_ids"]["update_final_status"]) == 0 and seen.finalizer_events == []
     assert (seen.status["status"], seen.status["failedItems"], seen.status["totalItems"], seen.status["executionArn"]) == (
-        "FAILED", 1, 25, "ledger:sqs-dlq:3")
+        "FAILED", 1, 25, seen.batch["finishedBy"])
     assert facts["status_record"] == seen.status
     assert set(seen.depth.values()) == {0} and facts["dlq_messages_left"] == []
 
