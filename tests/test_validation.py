@@ -78,7 +78,7 @@ def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
         function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "f", 128, "arn", "r"
 
     def emitted():
-        lines = [l for l in capsys.readouterr().out.splitlines() if '"_aws"' in l]
+        lines = [line for line in capsys.readouterr().out.splitlines() if "\"_aws\"" in line]
         return {m["Name"] for line in lines for d in _json.loads(line)["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
 
     event = {"batchId": "b", "task": "Demo", "input": {}, "attempt": 1}
