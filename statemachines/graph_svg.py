@@ -98,24 +98,27 @@ class Layout:
 
 
 def _depths(asl: dict[str, Any]) -> list[list[str]]:
-    """States grouped by their longest distance from StartAt (the graphs are small and acyclic)."""
+    """States grouped by their longest distance from StartAt (a topological order of the graph;
+    an edge back to a state still being visited, were there one, is ignored)."""
     states = asl["States"]
-    depth = {asl["StartAt"]: 0}
-    order = [asl["StartAt"]]
-    changed = True
-    while changed:
-        changed = False
-        for name in list(depth):
-            for _, target in edges(states[name]):
-                if (
-                    target in states
-                    and depth.get(target, -1) < depth[name] + 1
-                    and target not in order[: order.index(name) + 1]
-                ):
-                    depth[target] = depth[name] + 1
-                    if target not in order:
-                        order.append(target)
-                    changed = True
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        seen.add(name)
+        for _, target in reversed(list(edges(states[name]))):  # (reversed: the first rule stays first)
+            if target in states and target not in seen:
+                visit(target)
+        order.append(name)
+
+    visit(asl["StartAt"])
+    order.reverse()
+    position = {name: i for i, name in enumerate(order)}
+    depth = {name: 0 for name in order}
+    for name in order:
+        for _, target in edges(states[name]):
+            if target in position and position[target] > position[name]:
+                depth[target] = max(depth[target], depth[name] + 1)
     groups: dict[int, list[str]] = {}
     for name in order:
         groups.setdefault(depth[name], []).append(name)
@@ -164,6 +167,7 @@ def _extent(node: Node, across: bool) -> tuple[float, float]:
     return node.w + 2 * (len(label) * SMALL_CHAR_W + 26), node.h  # both sides: the box stays centred
 
 
+LANE_FREE = 170  # room left in the middle of a row that an edge passes over
 MAX_ROW_W = 850  # the README shows pictures at most ~880 px wide (with the margins)
 
 
@@ -178,6 +182,17 @@ def _wrap_rows(groups: list[list[str]], extents: dict[str, tuple[float, float]])
             row.append(name)
         rows.append(row)
     return rows
+
+
+def _crossed_rows(asl: dict[str, Any], rows: list[list[str]]) -> set[int]:
+    """Rows that an edge passes over on its way down (it skips them)."""
+    row_of = {name: i for i, row in enumerate(rows) for name in row}
+    crossed: set[int] = set()
+    for name, state in asl["States"].items():
+        for _, target in edges(state):
+            if name in row_of and target in row_of and row_of[target] - row_of[name] > 1:
+                crossed.update(range(row_of[name] + 1, row_of[target]))
+    return crossed
 
 
 def layout(asl: dict[str, Any], *, across: bool = False) -> Layout:
@@ -205,12 +220,22 @@ def layout(asl: dict[str, Any], *, across: bool = False) -> Layout:
         width = x - COL_GAP
     else:  # rows top to bottom, the states of a row side by side; a row too wide goes on in the next
         groups = _wrap_rows(groups, extents)
-        width = max(sum(extents[n][0] for n in g) + PAD * (len(g) - 1) for g in groups)
+        plain_widths = [sum(extents[n][0] for n in g) + PAD * (len(g) - 1) for g in groups]
+        crossed = {  # a row that an edge passes over keeps a lane free in the middle, if it fits
+            i for i in _crossed_rows(asl, groups) if plain_widths[i] + LANE_FREE <= MAX_ROW_W and len(groups[i]) > 1
+        }
+        row_widths = [
+            sum(extents[n][0] for n in g) + PAD * (len(g) - 1) + (LANE_FREE if i in crossed else 0)
+            for i, g in enumerate(groups)
+        ]
+        width = max(row_widths)
         y = 0.0
-        for group in groups:
-            row_w = sum(extents[n][0] for n in group) + PAD * (len(group) - 1)
-            x = (width - row_w) / 2
-            for name in group:
+        for i, group in enumerate(groups):
+            x = (width - row_widths[i]) / 2
+            half = (len(group) + 1) // 2 if i in crossed else len(group)
+            for k, name in enumerate(group):
+                if k == half:
+                    x += LANE_FREE
                 node = nodes[name]
                 node.x, node.y = x + (extents[name][0] - node.w) / 2, y
                 x += extents[name][0] + PAD
