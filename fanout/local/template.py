@@ -40,15 +40,20 @@ class SynthesizedApp:
         return self.templates[self.workflow_stacks[workflow]]
 
 
-def synthesize(env_name: str = "dev", outdir: str | Path | None = None) -> SynthesizedApp:
+def synthesize(
+    env_name: str = "dev", outdir: str | Path | None = None, *, context: Mapping[str, Any] | None = None
+) -> SynthesizedApp:
     """Run the same app builder as ``cdk synth`` (cdk-nag included) and load the templates.
+    ``context`` (with ``outdir``; tests): cdk.json's context with some settings changed.
 
     Without ``outdir``, the result is kept in one cache folder per environment,
     ``.fanout-cache/synth/ENV-KEY`` (KEY: a hash of the app's inputs), and reused while the inputs
     are unchanged; a new synth replaces the environment's older folder. Nothing is left in the
     temporary directory."""
     if outdir is not None:
-        return _synth(env_name, Path(outdir))
+        return _synth(env_name, Path(outdir), context)
+    if context is not None:
+        raise ValueError("synthesize(context=...) needs an outdir: the cache is keyed by cdk.json")
     from stacks.config import ROOT
 
     cache = ROOT / ".fanout-cache" / "synth"
@@ -91,13 +96,13 @@ def app_inputs_key(env_name: str, root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _synth(env_name: str, out: Path) -> SynthesizedApp:
+def _synth(env_name: str, out: Path, context: Mapping[str, Any] | None = None) -> SynthesizedApp:
     from stacks.runtime_node import use_venv_node
 
     use_venv_node()
     from stacks.app_builder import build_app
 
-    app, cfg, stacks = build_app(env_name, outdir=str(out))
+    app, cfg, stacks = build_app(env_name, outdir=str(out), context=context)
     app.synth()
     templates = {
         stack.stack_name: json.loads((out / f"{stack.artifact_id}.template.json").read_text())

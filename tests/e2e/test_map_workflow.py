@@ -236,3 +236,26 @@ def test_a_duplicate_start_of_a_finished_batch_processes_no_item(map_engine):
     assert "AlreadyFinalized" in entered
     assert not any(s.startswith(("ProcessItems", "UpdateFinalStatus")) for s in entered)
     assert worker_calls(map_engine) and len(worker_calls(map_engine)) == 3  # the first run's only
+
+
+def test_failures_within_the_threshold_still_finalize_and_reach_the_dlq(tmp_path):
+    """map.failureThreshold 1: one failed item among 5 finalizes the batch SUCCEEDED (the count
+    decides), and the failed item is in the DLQ all the same."""
+    import copy
+
+    from fanout.local.template import synthesize
+    from stacks.config import read_cdk_context
+
+    context = copy.deepcopy(read_cdk_context())
+    context["fanout:environments"]["dev"]["map"]["failureThreshold"] = 1
+    app = synthesize("dev", tmp_path, context=context)
+    with deployed(app) as engine:
+        tolerated = run(engine, "m-tolerated", items=items(5, i2={"mode": "fatal"}))
+        assert tolerated.status == "SUCCEEDED"
+        assert "WithinFailureThreshold?" in states_entered(tolerated.history)
+        assert engine.status_record("m-tolerated", "map")["status"] == "SUCCEEDED"
+        (message,) = engine.dlq_messages("map")
+        assert [i["index"] for i in message["items"]] == [2]
+        beyond = run(engine, "m-beyond", items=items(5, i1={"mode": "fatal"}, i3={"mode": "fatal"}))
+        assert beyond.status == "FAILED" and "tolerated: 1" in beyond.cause
+        assert engine.status_record("m-beyond", "map")["failedItems"] == 2
