@@ -41,13 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--manifest", metavar="FILE",
                      help="map: upload this JSON/CSV manifest to the local bucket and use it")
     run.add_argument("--fail-item", action="append", metavar="INDEX=MODE",
-                     help="map: make an inline item fail: INDEX=transient:K, INDEX=permanent, INDEX=fatal")
+                     help="map: make an inline item fail: INDEX=transient:K, INDEX=permanent, INDEX=fatal, INDEX=hang (runs to its timeout)")
     run.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
     run.add_argument("--name", help="execution name (default: generated)")
     run.add_argument(
         "--fail", action="append", metavar="TASK=MODE",
         help="parallel: make a task fail: TASK=transient:K (its first K attempts), TASK=permanent "
-        "(every attempt: retries exhausted), TASK=fatal (not retryable)",
+        "(every attempt: retries exhausted), TASK=fatal (not retryable), TASK=hang (runs to its timeout)",
     )
     run.add_argument(
         "--lambda-fault", action="append", metavar="FUNCTION=CODE[:K]",
