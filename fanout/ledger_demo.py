@@ -790,6 +790,15 @@ def run_ledger_demo(
     return facts
 
 
+def _messages(batch_id: str, children: int, fail: list[int], duplicate: bool) -> list[dict[str, Any]]:
+    """The demo batch's child messages; with ``duplicate`` every child twice (at-least-once
+    delivery, or a producer's retry)."""
+    from lambdas.fanout_common.ledger_producer import demo_messages
+
+    messages = demo_messages(batch_id, children, fail=fail)
+    return messages + messages if duplicate else messages
+
+
 class _SqsRun:
     """The SQS path: ChildQueue -> consumer (pollers), ChildDeadLetterQueue -> DLQ recorder."""
 
@@ -809,12 +818,9 @@ class _SqsRun:
                 f"{w.dlq.queue_id} -> {w.dlq.function_id} ({_dlq_pollers(w.dlq)} poller(s), BatchSize {w.dlq.batch_size})")
 
     def send(self, batch_id: str, children: int, fail: list[int], duplicate: bool) -> int:
-        from lambdas.fanout_common.ledger_producer import demo_messages, send_to_sqs
+        from lambdas.fanout_common.ledger_producer import send_to_sqs
 
-        messages = demo_messages(batch_id, children, fail=fail)
-        if duplicate:
-            messages = messages + messages  # every child twice: at-least-once delivery
-        return send_to_sqs(self.engine.sqs, self.wiring.source.queue_url, messages)
+        return send_to_sqs(self.engine.sqs, self.wiring.source.queue_url, _messages(batch_id, children, fail, duplicate))
 
     def function_ids(self) -> dict[str, str]:
         return {"consumer": self.wiring.source.function_id, "recorder": self.wiring.dlq.function_id,
@@ -863,11 +869,9 @@ class _KinesisRun:
                 f"{f.queue_id} -> {f.function_id} ({_dlq_pollers(f)} poller(s), BatchSize {f.batch_size})")
 
     def send(self, batch_id: str, children: int, fail: list[int], duplicate: bool) -> int:
-        from lambdas.fanout_common.ledger_producer import demo_messages, send_to_kinesis
+        from lambdas.fanout_common.ledger_producer import send_to_kinesis
 
-        messages = demo_messages(batch_id, children, fail=fail)
-        if duplicate:
-            messages = messages + messages  # every child twice: a producer retry, at-least-once
+        messages = _messages(batch_id, children, fail, duplicate)
         return send_to_kinesis(self.engine.client("kinesis"), self.wiring.kinesis.stream_arn, messages)
 
     def function_ids(self) -> dict[str, str]:

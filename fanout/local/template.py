@@ -220,9 +220,6 @@ def local_names(
         elif kind == "AWS::Logs::LogGroup":
             refs[lid] = res.get("Properties", {}).get("LogGroupName", lid)
             attrs[(lid, "Arn")] = arn.format("logs", f"log-group:{refs[lid]}:*")
-        elif kind == "AWS::Kinesis::Stream":
-            refs[lid] = lid
-            attrs[(lid, "Arn")] = arn.format("kinesis", f"stream/{lid}")
         elif kind == "AWS::KMS::Key":
             refs[lid] = lid
             attrs[(lid, "Arn")] = arn.format("kms", f"key/{lid}")

@@ -219,6 +219,19 @@ def child_key(batch_id: str, child_id: str, shard: int | None = None) -> dict[st
     return {"pk": {"S": pk}, "sk": {"S": CHILD_PREFIX + child_id}}
 
 
+def _child_mark(key: dict, outcome: str, reason: str | None, recorded_at: str, expires: int) -> dict:
+    """A child's mark item: its outcome, when it was recorded, its TTL and (if any) the reason."""
+    mark = {**key, "outcome": _s(outcome), "recordedAt": _s(recorded_at), TTL_ATTRIBUTE: _n(expires)}
+    if reason:
+        mark["reason"] = _s(reason[:1000])
+    return mark
+
+
+def _counters(outcome: str) -> tuple[str, str]:
+    """(the counter this outcome adds to, the other one)."""
+    return ("succeeded", "failed") if outcome == CHILD_SUCCEEDED else ("failed", "succeeded")
+
+
 def shard_pk(batch_id: str, shard: int) -> str:
     return f"{BATCH_PREFIX}{batch_id}{SHARD_INFIX}{shard}"
 
@@ -403,15 +416,8 @@ class Ledger:
             return self._record_sharded(batch_id, child_id, outcome, total, index, reason, decide)
         epoch, iso = self._now()
         expires = self._expires(epoch)
-        mark = {
-            **child_key(batch_id, child_id),
-            "outcome": _s(outcome),
-            "recordedAt": _s(iso),
-            TTL_ATTRIBUTE: _n(expires),
-        }
-        if reason:
-            mark["reason"] = _s(reason[:1000])
-        counter, other = ("succeeded", "failed") if outcome == CHILD_SUCCEEDED else ("failed", "succeeded")
+        mark = _child_mark(child_key(batch_id, child_id), outcome, reason, iso, expires)
+        counter, other = _counters(outcome)
         names = {"#status": "status", "#total": "total"}
         values: dict[str, Any] = {
             ":running": _s(RUNNING),
@@ -529,15 +535,8 @@ class Ledger:
         shard = shard_of(child_id, index, self.counter_shards)
         epoch, iso = self._now()
         expires = self._expires(epoch)
-        mark = {
-            **child_key(batch_id, child_id, shard),
-            "outcome": _s(outcome),
-            "recordedAt": _s(iso),
-            TTL_ATTRIBUTE: _n(expires),
-        }
-        if reason:
-            mark["reason"] = _s(reason[:1000])
-        counter, other = ("succeeded", "failed") if outcome == CHILD_SUCCEEDED else ("failed", "succeeded")
+        mark = _child_mark(child_key(batch_id, child_id, shard), outcome, reason, iso, expires)
+        counter, other = _counters(outcome)
         items = [
             {
                 "Put": {
