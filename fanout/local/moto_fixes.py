@@ -307,10 +307,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _count(counter: Any, name: str, n: int) -> None:
-    getattr(counter, name).count(n)
-
-
 def _batched_map_run(rules: MapChildren, original: Any):
     """moto 5.2.5's DistributedIterationComponent._map_run, with ItemBatcher's grouping and at
     most ``rules.max_workers`` worker threads (moto starts MaxConcurrency threads: 500 threads
@@ -360,9 +356,9 @@ def _child_eval_job(rules: MapChildren):
         child_name = str(uuid.uuid4())
         child_arn = record.map_run_arn.replace(":mapRun:", ":execution:").rsplit(":", 1)[0] + f":{child_name}"
         execution.update(Id=child_arn, Name=child_name, StartTime=_now())
-        for counter in (record.item_counter,):
-            _count(counter, "total", n)
-            _count(counter, "running", n)
+        items = record.item_counter
+        items.total.count(n)
+        items.running.count(n)
         record.execution_counter.total.count()
         record.execution_counter.running.count()
         child = ChildRecord(arn=child_arn, name=child_name, input=None, start=execution["StartTime"], items=n)
@@ -417,12 +413,12 @@ def _child_eval_job(rules: MapChildren):
             counter_name = {"SUCCEEDED": "succeeded", "FAILED": "failed", "TIMED_OUT": "timed_out", "ABORTED": "aborted"}[
                 child.status if child.status != "RUNNING" else "FAILED"
             ]
-            _count(record.item_counter, counter_name, n)
-            _count(record.item_counter, "running", -n)
+            getattr(items, counter_name).count(n)
+            items.running.count(-n)
             getattr(record.execution_counter, counter_name).count()
             record.execution_counter.running.offset(-1)
             if child.status == "SUCCEEDED":
-                _count(record.item_counter, "results_written", n)
+                items.results_written.count(n)
                 record.execution_counter.results_written.count()
             with _CHILDREN_LOCK:
                 record.__dict__.setdefault("local_children", []).append(child)
@@ -431,7 +427,7 @@ def _child_eval_job(rules: MapChildren):
     return _eval_job
 
 
-def _write_results(self_cls: Any):
+def _write_results():
     """ResultWriter: moto writes a manifest listing no result files; write them as AWS does."""
 
     def _handle_put_object(env, resource_runtime_part, state_credentials) -> None:
@@ -499,7 +495,7 @@ def distributed_map_children(rules: MapChildren) -> Iterator[None]:
     saved = (component._map_run, worker._eval_job, writer.__dict__["_handle_put_object"])
     component._map_run = _batched_map_run(rules, saved[0])
     worker._eval_job = _child_eval_job(rules)
-    writer._handle_put_object = _write_results(writer)
+    writer._handle_put_object = _write_results()
     try:
         yield
     finally:
