@@ -472,7 +472,8 @@ def distributed_map_children(rules: MapChildren) -> Iterator[None]:
       the items are grouped into children of that size, each child's input being
       ``{"Items": [each item through the ItemSelector], "BatchInput": {...}}``.
     * Item counts (DescribeMapRun ``itemCounts``) count items: a failed child of N items adds N
-      to ``failed``; a child stopped for time adds to ``timedOut``. moto counted one per child and
+      to ``failed`` (the API reference, MapRunItemCounts: "the total number of items processed in
+      child workflow executions that have failed"); a child stopped for time adds to ``timedOut``. moto counted one per child and
       only the outcomes it saw (a child's Program timeout was counted nowhere).
     * Each child has its own ``$$.Execution.Id`` and name (moto gave every child the parent's).
     * ResultWriter writes the result files (``SUCCEEDED_n.json``, ``FAILED_n.json``: each child's
