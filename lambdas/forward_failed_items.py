@@ -11,7 +11,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Tracer
 
-from fanout_common.map_results import already_dead_lettered, dead_letter_messages, child_items, result_file_keys
+from fanout_common.map_results import already_dead_lettered, child_items, dead_letter_messages, unsuccessful_entries
 
 logger = Logger()
 tracer = Tracer()
@@ -21,10 +21,6 @@ MAX_BATCH_BYTES = 200 * 1024  # SendMessageBatch: stay well under the request si
 @functools.cache
 def _clients():
     return boto3.client("s3"), boto3.client("sqs")
-
-
-def _json(s3, bucket: str, key: str):
-    return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
 def _send(sqs, queue_url: str, bodies: list[str]) -> None:
@@ -42,12 +38,14 @@ def handler(event, context):
     logger.append_keys(batch_id=batch_id)
     details = event["resultWriterDetails"]
     s3, sqs = _clients()
-    manifest = _json(s3, details["Bucket"], details["Key"])
+
+    def read_json(key: str):
+        return json.loads(s3.get_object(Bucket=details["Bucket"], Key=key)["Body"].read())
+
     forwarded = counted = 0
     pending: list[str] = []
     size = 0
-    for key in result_file_keys(manifest):
-        entries = _json(s3, details["Bucket"], key)
+    for entries in unsuccessful_entries(read_json, details["Key"]):
         counted += sum(len(child_items(e)) for e in entries if already_dead_lettered(e))
         for message in dead_letter_messages(
             entries, batch_id=batch_id, task=os.environ["TASK_NAME"], execution_arn=event["executionArn"]

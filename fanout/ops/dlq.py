@@ -300,15 +300,18 @@ def plan_redrive(
 
 def _result_items(s3: Any, bucket: str, manifest_key: str) -> list[dict[str, Any]]:
     """The items of every unsuccessful child in a map run's ResultWriter output."""
-    from lambdas.fanout_common.map_results import child_items, result_file_keys
+    from lambdas.fanout_common.map_results import child_items, unsuccessful_entries
 
-    manifest = json.loads(s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
-    items: list[dict[str, Any]] = []
-    for key in result_file_keys(manifest):
-        for entry in json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read()):
-            if entry.get("Status") != "SUCCEEDED":
-                items.extend(child_items(entry))
-    return items
+    def read_json(key: str) -> Any:
+        return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    return [
+        item
+        for entries in unsuccessful_entries(read_json, manifest_key)
+        for entry in entries
+        if entry.get("Status") != "SUCCEEDED"
+        for item in child_items(entry)
+    ]
 
 
 def plan_map_redrive(

@@ -14,7 +14,7 @@ items that are nowhere but in these files, and goes to the DLQ from here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 ITEMS_DEAD_LETTERED = "ItemsDeadLettered"  # statemachines.map_workflow uses the same name
@@ -25,6 +25,13 @@ def result_file_keys(manifest: Mapping[str, Any]) -> list[str]:
     """The keys of the result files that may hold unsuccessful children."""
     files = manifest.get("ResultFiles") or {}
     return [f["Key"] for group in UNSUCCESSFUL_GROUPS for f in files.get(group, [])]
+
+
+def unsuccessful_entries(read_json: Callable[[str], Any], manifest_key: str) -> Iterator[list[dict[str, Any]]]:
+    """The result files of a map run that may hold unsuccessful children, one list of entries per
+    file; ``read_json(key)`` reads an object of the results bucket as JSON."""
+    for key in result_file_keys(read_json(manifest_key)):
+        yield read_json(key)
 
 
 def already_dead_lettered(entry: Mapping[str, Any]) -> bool:
