@@ -433,3 +433,32 @@ def test_a_batch_the_failure_guard_recorded_is_resumed_not_redriven(workflow):
     assert refused.value.code == 1
     assert f"aws stepfunctions redrive-execution --execution-arn {arn}" in str(refused.value)
     assert "ended TIMED_OUT (States.Timeout) outside the workflow's decision" in str(refused.value)
+
+
+def test_map_redrive_completes_the_items_from_the_map_runs_results():
+    """A failed item whose DLQ message is missing (its child timed out and forwarding failed, or
+    the message is hidden) is taken from the map run's result files; items found twice count once."""
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:map-9"
+
+    def child(status, error, indexes):
+        items = [{"index": i, "item": {"n": i}} for i in indexes]
+        return {"Status": status, "Error": error, "Input": json.dumps({"Items": items, "BatchInput": {}})}
+
+    objects = {
+        "results/run/manifest.json": {"ResultFiles": {"FAILED": [{"Key": "results/run/FAILED_0.json"}], "SUCCEEDED": []}},
+        "results/run/FAILED_0.json": [child("FAILED", "ItemsDeadLettered", [0]), child("TIMED_OUT", "States.Timeout", [1, 2])],
+    }
+
+    class FakeS3:
+        def get_object(self, Bucket, Key):  # noqa: N803 - boto3's names
+            import io
+
+            assert Bucket == "bucket"
+            return {"Body": io.BytesIO(json.dumps(objects[Key]).encode())}
+
+    record = {"status": "FAILED", "executionArn": arn, "failedItems": 3, "totalItems": 9, "resultsKey": "results/run/manifest.json"}
+    message = dlq_module.Message("m1", "r1", "{}", {"batchId": "map-9", "executionArn": arn, "items": [{"index": 0, "item": {"n": 0}}]})
+    plan = dlq_module.plan_map_redrive("map-9", [message], record, sfn=None, s3=FakeS3(), bucket="bucket")
+    assert [i["index"] for i in plan.items] == [0, 1, 2]
+    assert plan.execution_input == {"batchId": "map-9", "items": [{"n": 0}, {"n": 1}, {"n": 2}], "redriveOf": arn}
+    assert any("2 failed item(s) without a DLQ message here were taken from the map run's results" in n for n in plan.notes)
