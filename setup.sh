@@ -39,8 +39,13 @@ if [ "$(cat node_modules/.fanout-npm-stamp 2>/dev/null)" != "$npm_stamp" ]; then
   echo "$npm_stamp" > node_modules/.fanout-npm-stamp
 fi
 
-# The `fanout` command: python -m fanout with this kit on the path, from any directory. It finds
-# the kit from its own location (KIT/.venv/bin/fanout), so nothing in it names this folder.
+# The kit's folders on the venv's path (what an editable install does, without copying anything):
+# the app, fanout/ and statemachines/ from here, the handlers and fanout_common from lambdas/, each
+# by one import name. Users of the kit install it instead: pip install <this folder> (pyproject.toml).
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n%s\n' "$PWD" "$PWD/lambdas" > "$site/fanout-kit-dev.pth"
+
+# The `fanout` command: python -m fanout in this kit's venv, from any directory.
 cat > .venv/bin/fanout.tmp <<'SCRIPT'
 #!/bin/sh
 # The fan-out kit's command line, written by setup.sh: `fanout --help`.
@@ -49,7 +54,7 @@ if [ ! -f "$kit/fanout/cli.py" ]; then
   echo "fanout: cannot find the kit next to $0 (run ./setup.sh in the kit's folder)" >&2
   exit 2
 fi
-PYTHONPATH="$kit${PYTHONPATH:+:$PYTHONPATH}" exec "$kit/.venv/bin/python" -m fanout "$@"
+exec "$kit/.venv/bin/python" -m fanout "$@"
 SCRIPT
 chmod +x .venv/bin/fanout.tmp
 mv .venv/bin/fanout.tmp .venv/bin/fanout

@@ -116,8 +116,8 @@ def plan_run(args: Any) -> RunPlan:
 
 def _read_manifest(path_text: str, cfg: Any) -> tuple[str, bytes]:
     """(S3 key, body) of a --manifest file, checked with the PrepareBatch Lambda's own parser."""
-    from lambdas.fanout_common.errors import InvalidInput
-    from lambdas.fanout_common.manifest import _format_from_key, count_items, parse_manifest
+    from fanout_common.errors import InvalidInput
+    from fanout_common.manifest import _format_from_key, count_items, parse_manifest
 
     path = Path(path_text)
     try:

@@ -66,7 +66,7 @@ def parse_lambda_fault(text: str) -> tuple[str, list[str]]:
 
 def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) -> dict[str, Any]:
     """A copy of the input with each fault's switch added to its task's payload."""
-    from lambdas.fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
+    from fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
 
     out = copy.deepcopy(execution_input)
     tasks = out.get("tasks")
@@ -90,7 +90,7 @@ def parse_item_fault(text: str) -> tuple[int, TaskFault]:
 
 def apply_item_faults(execution_input: dict[str, Any], faults: list[tuple[int, TaskFault]]) -> dict[str, Any]:
     """A copy of a Map input with each fault's switch added to the item at that index."""
-    from lambdas.fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
+    from fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
 
     out = copy.deepcopy(execution_input)
     items = out.get("items")

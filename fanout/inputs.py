@@ -56,15 +56,15 @@ def check_size(execution_input: Any, label: str) -> str:
 def validate(workflow: str, execution_input: Any, cfg: Any, name: str | None, label: str) -> dict[str, Any]:
     """The workflow's own input validation (the same pure code its first state runs) and the size
     limit, so a bad input is refused here instead of failing an execution."""
-    from lambdas.fanout_common.errors import InvalidInput
+    from fanout_common.errors import InvalidInput
 
     try:
         if workflow == "parallel":
-            from lambdas.fanout_common.validation import validate_batch_input
+            from fanout_common.validation import validate_batch_input
 
             normalized = validate_batch_input(execution_input, cfg.task_names, execution_name=name)
         else:
-            from lambdas.fanout_common.manifest import validate_map_input
+            from fanout_common.manifest import validate_map_input
 
             normalized = validate_map_input(
                 execution_input, execution_name=name, max_inline_items=cfg.map.max_inline_items

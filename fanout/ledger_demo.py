@@ -212,10 +212,6 @@ def per_thread_processors(modules: Sequence[Any]) -> Iterator[None]:
 
 def handler_module(engine: Any, function_id: str) -> Any:
     """The module of a function's handler, imported the way the router imports it."""
-    from fanout.local.moto_lambda import LAMBDAS_DIR
-
-    if str(LAMBDAS_DIR) not in sys.path:
-        sys.path.insert(0, str(LAMBDAS_DIR))
     return importlib.import_module(engine.router.functions[function_id].handler.rpartition(".")[0])
 
 
@@ -695,7 +691,7 @@ DEFAULT_CONTENTION_WINDOW_MS = 3.0
 
 def ledger_of(engine: Any) -> Any:
     """The ledger as the deployed consumers see it (table, counter layout from their environment)."""
-    from lambdas.fanout_common.ledger import Ledger
+    from fanout_common.ledger import Ledger
 
     stack = engine.stacks[WORKFLOW]
     shards = int(stack.environment.get("LEDGER_COUNTER_SHARDS", "1"))
@@ -793,7 +789,7 @@ def run_ledger_demo(
 def _messages(batch_id: str, children: int, fail: list[int], duplicate: bool) -> list[dict[str, Any]]:
     """The demo batch's child messages; with ``duplicate`` every child twice (at-least-once
     delivery, or a producer's retry)."""
-    from lambdas.fanout_common.ledger_producer import demo_messages
+    from fanout_common.ledger_producer import demo_messages
 
     messages = demo_messages(batch_id, children, fail=fail)
     return messages + messages if duplicate else messages
@@ -818,7 +814,7 @@ class _SqsRun:
                 f"{w.dlq.queue_id} -> {w.dlq.function_id} ({_dlq_pollers(w.dlq)} poller(s), BatchSize {w.dlq.batch_size})")
 
     def send(self, batch_id: str, children: int, fail: list[int], duplicate: bool) -> int:
-        from lambdas.fanout_common.ledger_producer import send_to_sqs
+        from fanout_common.ledger_producer import send_to_sqs
 
         return send_to_sqs(self.engine.sqs, self.wiring.source.queue_url, _messages(batch_id, children, fail, duplicate))
 
@@ -869,7 +865,7 @@ class _KinesisRun:
                 f"{f.queue_id} -> {f.function_id} ({_dlq_pollers(f)} poller(s), BatchSize {f.batch_size})")
 
     def send(self, batch_id: str, children: int, fail: list[int], duplicate: bool) -> int:
-        from lambdas.fanout_common.ledger_producer import send_to_kinesis
+        from fanout_common.ledger_producer import send_to_kinesis
 
         messages = _messages(batch_id, children, fail, duplicate)
         return send_to_kinesis(self.engine.client("kinesis"), self.wiring.kinesis.stream_arn, messages)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.fanout_common.ledger import MAX_COUNTER_SHARDS
+from fanout_common.ledger import MAX_COUNTER_SHARDS
 from stacks.config import ENVIRONMENTS_KEY, ConfigError
 
 LEDGER_KEY = "ledger"

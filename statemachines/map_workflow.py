@@ -30,8 +30,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.fanout_common.final_status import MAP_FAILURE_UPDATE_EXPRESSION
-from lambdas.fanout_common.map_results import ITEMS_DEAD_LETTERED
+from fanout_common.final_status import MAP_FAILURE_UPDATE_EXPRESSION
+from fanout_common.map_results import ITEMS_DEAD_LETTERED
 from stacks.config import EnvironmentConfig
 from stacks.constructs.batch_data_bucket import RESULTS_PREFIX
 from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, SFN_TRANSIENT_ERRORS, SQS_TRANSIENT_ERRORS

@@ -27,7 +27,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.fanout_common.final_status import (
+from fanout_common.final_status import (
     FAILED,
     FAILURE_UPDATE_EXPRESSION,
     SUCCEEDED,

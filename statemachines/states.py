@@ -10,7 +10,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.fanout_common import errors
+from fanout_common import errors
 from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, RetrySettings
 
 from typing import TYPE_CHECKING
@@ -96,7 +96,7 @@ def finalize_or_fail(
     """The two ends of a workflow: UpdateFinalStatus (SUCCEEDED exactly once) and
     RecordBatchFailure -> BatchFailed (FAILED recorded, never over a SUCCEEDED batch; the
     execution then fails with ``BatchFailed`` and the given cause). Returns (update, record)."""
-    from lambdas.fanout_common.final_status import (
+    from fanout_common.final_status import (
         FAILED,
         FAILURE_CONDITION_EXPRESSION,
         FAILURE_EXPRESSION_NAMES,
@@ -175,8 +175,8 @@ def finished_batch_check(
       once with ``FinalStatusConflict``, the error UpdateFinalStatus would have given at the end;
     * otherwise (no record, or the redrive of a FAILED batch) -> ``proceed``.
     """
-    from lambdas.fanout_common.errors import FINAL_STATUS_CONFLICT
-    from lambdas.fanout_common.final_status import FAILED, SUCCEEDED
+    from fanout_common.errors import FINAL_STATUS_CONFLICT
+    from fanout_common.final_status import FAILED, SUCCEEDED
     from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS
 
     read = tasks.DynamoGetItem(

@@ -5,9 +5,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-for path in (ROOT, ROOT / "lambdas"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
 
 # Nothing here may reach AWS: fake credentials, a fixed region, no IMDS lookups.
 for key, value in {

@@ -569,7 +569,7 @@ class LocalEngine:
         return {"bucket": self.bucket_name(workflow), "key": key}
 
     def ledger_counts(self, batch_id: str, workflow: str = "ledger") -> dict[str, Any] | None:
-        from lambdas.fanout_common.ledger import batch_key, plain
+        from fanout_common.ledger import batch_key, plain
 
         item = self.dynamodb.get_item(
             TableName=self.ledger_table_name(workflow), Key=batch_key(batch_id), ConsistentRead=True
@@ -691,6 +691,6 @@ class LocalEngine:
         return messages
 
     def status_record(self, batch_id: str, workflow: str = "parallel") -> dict[str, Any] | None:
-        from lambdas.fanout_common.final_status import read_status  # noqa: PLC0415
+        from fanout_common.final_status import read_status  # noqa: PLC0415
 
         return read_status(self.dynamodb, self.table_name(workflow), batch_id)

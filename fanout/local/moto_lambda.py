@@ -110,8 +110,6 @@ class LambdaRouter:
         return Counter(r.function for r in self.invocations)[function]
 
     def _handler(self, fn: LocalFunction) -> Callable[[Any, Any], Any]:
-        if str(LAMBDAS_DIR) not in sys.path:
-            sys.path.insert(0, str(LAMBDAS_DIR))
         module_name, _, attr = fn.handler.rpartition(".")
         return getattr(importlib.import_module(module_name), attr)
 
@@ -231,6 +229,4 @@ class routed_lambdas:
 
 def _worker_module():
     """The handlers' worker module, under the name the handlers import it by."""
-    if str(LAMBDAS_DIR) not in sys.path:
-        sys.path.insert(0, str(LAMBDAS_DIR))
     return importlib.import_module("fanout_common.worker")

@@ -22,7 +22,7 @@ LOCAL_ACCOUNT = "123456789012"  # moto's default account
 
 # What the synthesized templates are made of: a change to any of these files (or to the CDK,
 # constructs and cdk-nag versions) means a new synth; otherwise a run reuses the last one.
-APP_INPUTS = ("app.py", "cdk.json", "stacks", "statemachines", "lambdas")
+APP_INPUTS = ("app.py", "cdk.json", "stacks", "statemachines", "lambdas", "fanout_kit")
 APP_PACKAGES = ("aws-cdk-lib", "constructs", "cdk-nag")
 CACHE_INDEX = "fanout-synth.json"
 

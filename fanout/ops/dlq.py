@@ -300,7 +300,7 @@ def plan_redrive(
 
 def _result_items(s3: Any, bucket: str, manifest_key: str) -> list[dict[str, Any]]:
     """The items of every unsuccessful child in a map run's ResultWriter output."""
-    from lambdas.fanout_common.map_results import child_items, unsuccessful_entries
+    from fanout_common.map_results import child_items, unsuccessful_entries
 
     def read_json(key: str) -> Any:
         return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
@@ -420,7 +420,7 @@ def start_redrive(sfn: Any, deployment: Deployment, plan: RedrivePlan) -> tuple[
 
 
 def cmd_redrive(args: Any, out: Any) -> int:
-    from lambdas.fanout_common.final_status import read_status
+    from fanout_common.final_status import read_status
 
     aws, deployment = _deployment(args)
     sqs, sfn = aws.client("sqs"), aws.client("stepfunctions")

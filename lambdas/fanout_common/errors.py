@@ -2,7 +2,7 @@
 
 The AWS Python runtime reports an unhandled exception as ``{"errorType": <class name>, ...}``, and
 Step Functions matches ``Retry``/``Catch`` ``ErrorEquals`` against that name. The CDK app imports
-this module (as ``lambdas.fanout_common.errors``) so that the state machine's Retry rules and these
+this module (as ``fanout_common.errors``) so that the state machine's Retry rules and these
 classes cannot drift apart.
 """
 

@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from lambdas.fanout_common import ledger as rules
+from fanout_common import ledger as rules
 from stacks.config import EnvironmentConfig
 from stacks.constructs.storage import secure_table
 from stacks.ledger_config import LedgerSettings

@@ -21,7 +21,7 @@ from moto import mock_aws
 from rich.console import Console
 
 from fanout import ledger_demo
-from lambdas.fanout_common.final_status import read_status
+from fanout_common.final_status import read_status
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 

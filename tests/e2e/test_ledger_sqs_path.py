@@ -18,8 +18,8 @@ import pytest
 from rich.console import Console
 
 from fanout import ledger_demo
-from lambdas.fanout_common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
-from lambdas.fanout_common.final_status import read_status
+from fanout_common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
+from fanout_common.final_status import read_status
 from tests.e2e.conftest import assert_no_denied_calls
 
 # Invocations that decide nothing emit no metric; Powertools warns about each.

@@ -228,7 +228,7 @@ def test_the_redrive_of_an_exhausted_finalization_finalizes_over_the_guard_recor
         for e in failed.history
         if e["type"] == "TaskStateEntered" and e["stateEnteredEventDetails"]["name"] == "UpdateFinalStatus"
     )
-    from lambdas.fanout_common.final_status import record_success
+    from fanout_common.final_status import record_success
 
     result = record_success(
         engine.dynamodb, engine.table_name(), batch_id="finalize-redrive", execution_arn=failed.arn,

@@ -22,9 +22,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-for path in (ROOT, ROOT / "lambdas"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
 os.chdir(ROOT)
 for key, value in {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -1,0 +1,1 @@
+"""The fan-out kit's constructs: ParallelFanOut, DistributedMapFanOut, CompletionLedger."""
