@@ -1,42 +1,41 @@
-"""Per-environment settings, read from cdk.json context (the one place they live).
+"""Per-environment settings, read from cdk.json context (the one place they live): the app's one
+settings module (the ledger's settings included).
 
 ``load_environment(context, name)`` validates everything the stacks use and fails with a message
-that names the setting and the fix. No aws_cdk import here: the CLI and tests use it too.
+that names the setting and the fix. The settings end up as the kit constructs' props
+(fanout_kit.settings): their ranges are defined there once and checked here with the cdk.json
+names. No aws_cdk import here: the CLI and tests use it too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from statemachines.retry_policy import RetryConfigError, RetrySettings
-
-if TYPE_CHECKING:
-    from stacks.ledger_config import LedgerSettings
+from fanout_kit.settings import (
+    TASK_NAME,
+    VENDED_LOGS_PREFIX,
+    AlarmThresholds,
+    LedgerSettings,
+    MapSettings,
+    ResourceSettings,
+    WorkflowRetries,
+)
+from statemachines.checks import ConfigError, whole_number
+from statemachines.retry_policy import RetrySettings
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = ROOT / "cdk.json"
 ENVIRONMENTS_KEY = "fanout:environments"
 TASKS_KEY = "fanout:tasks"
 MAP_WORKER_KEY = "fanout:mapWorker"
-TASK_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")
 RETRY_KINDS = ("transient", "retryable", "dlqSend", "statusWrite")
-ALARM_KEYS = (
-    "dlqVisibleMessages",
-    "executionsFailed",
-    "executionsTimedOut",
-    "lambdaErrors",
-    "lambdaThrottles",
-    "periodMinutes",
-)
-
-
-class ConfigError(ValueError):
-    """cdk.json context is wrong; the message names the setting and the fix."""
+LEDGER_KEY = "ledger"
 
 
 @dataclass(frozen=True)
@@ -48,41 +47,23 @@ class TaskSpec:
     retryable: RetrySettings  # the task raised RetryableTaskError
 
 
-@dataclass(frozen=True)
-class AlarmThresholds:
-    dlq_visible_messages: int
-    executions_failed: int
-    executions_timed_out: int
-    lambda_errors: int
-    lambda_throttles: int
-    period_minutes: int
-
-
-MAP_INT_FIELDS: dict[str, tuple[str, int, int]] = {
-    "maxConcurrency": ("max_concurrency", 1, 10_000),
-    "itemsPerBatch": ("items_per_batch", 1, 100_000),
-    "maxItemBytes": ("max_item_bytes", 64, 256 * 1024),
-    "maxInlineItems": ("max_inline_items", 1, 10_000),
-    "resultsRetentionDays": ("results_retention_days", 1, 3650),
-    "workerTimeoutSeconds": ("worker_timeout_seconds", 1, 900),
-    "failureThreshold": ("failure_threshold", 0, 1_000_000_000),
-}
 MAP_RETRY_KINDS = ("transient", "retryable", "dlqSend")  # map.retry: the Map child's own overrides
+# The app's own Map setting (not a construct prop: the worker is the app's function).
+WORKER_TIMEOUT_RANGE = (1, 900, "the Map worker function's timeout")
 
 
-@dataclass(frozen=True)
-class MapSettings:
-    max_concurrency: int  # Distributed Map MaxConcurrency (children at once)
-    items_per_batch: int  # ItemBatcher MaxItemsPerBatch: items per child Lambda invoke
-    child_execution_type: str  # "EXPRESS" (cheap, at-least-once, 5 min) or "STANDARD"
-    max_item_bytes: int  # one item, as JSON, at most this many bytes
-    max_inline_items: int  # more than this must come as an S3 manifest
-    results_retention_days: int  # lifecycle of manifests and ResultWriter output in S3
-    worker_timeout_seconds: int
-    failure_threshold: int  # items that may fail (or time out, or abort) and still finalize
-    # Optional: reserved concurrency of the Map worker function, so one batch at high
-    # MaxConcurrency cannot take the account's whole Lambda concurrency (None: unreserved).
-    worker_reserved_concurrency: int | None = None
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _whole_numbers(raw: Mapping[str, Any], where: str, ranges: Mapping[str, tuple]) -> dict[str, int]:
+    """Attribute -> value of each whole-number setting, read from its camelCase cdk.json key with
+    the construct's range (``ranges``: attribute -> (low, high, meaning))."""
+    return {
+        attr: whole_number(raw.get(_camel(attr)), f"{where}.{_camel(attr)}", low, high, meaning)
+        for attr, (low, high, meaning) in ranges.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -106,7 +87,10 @@ class EnvironmentConfig:
     tasks: tuple[TaskSpec, ...]
     map: MapSettings
     map_worker: TaskSpec
-    ledger: "LedgerSettings"
+    map_worker_timeout_seconds: int
+    ledger: LedgerSettings
+    transient_retry: RetrySettings  # every task's default (Lambda service errors)
+    retryable_retry: RetrySettings  # every task's default (RetryableTaskError)
 
     @property
     def task_names(self) -> list[str]:
@@ -115,6 +99,29 @@ class EnvironmentConfig:
     @property
     def retain_data(self) -> bool:
         return self.removal_policy == "retain"
+
+    @property
+    def resources(self) -> ResourceSettings:
+        """What every resource of this environment shares (the constructs' ``settings`` prop)."""
+        return ResourceSettings(
+            environment_name=self.name,
+            retain_data=self.retain_data,
+            log_retention_days=self.log_retention_days,
+            powertools_layer_version=self.powertools_layer_version,
+            function_timeout_seconds=self.task_timeout_seconds,
+        )
+
+    @property
+    def retries(self) -> WorkflowRetries:
+        """The Parallel workflow's retries (tasks carry their own, resolved per task)."""
+        return WorkflowRetries(self.transient_retry, self.retryable_retry, self.dlq_send_retry, self.status_write_retry)
+
+    @property
+    def map_retries(self) -> WorkflowRetries:
+        """The Map workflow's retries: map.retry over the environment's."""
+        return WorkflowRetries(
+            self.map_worker.transient, self.map_worker.retryable, self.map_dlq_send_retry, self.status_write_retry
+        )
 
 
 def read_cdk_context(path: Path = CDK_JSON) -> dict[str, Any]:
@@ -131,13 +138,6 @@ def read_cdk_context(path: Path = CDK_JSON) -> dict[str, Any]:
     if not isinstance(context, dict):
         raise ConfigError('needs a "context" object (the kit\'s settings live there)')
     return context
-
-
-def _int(env: Mapping[str, Any], key: str, where: str, low: int = 1) -> int:
-    value = env.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"{where}.{key}: must be a whole number >= {low}, got {value!r}")
-    return value
 
 
 def _bool(env: Mapping[str, Any], key: str, where: str) -> bool:
@@ -170,8 +170,7 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
         overrides = task.get("retry", {})
         if not isinstance(overrides, Mapping) or set(overrides) - {"transient", "retryable"}:
             raise ConfigError(f"{where}.retry: may only override 'transient' and 'retryable'")
-        try:
-            specs.append(
+        specs.append(
                 TaskSpec(
                     name=name,
                     handler=handler,
@@ -184,37 +183,43 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
                     ),
                 )
             )
-        except RetryConfigError as exc:
-            raise ConfigError(str(exc)) from exc
     return tuple(specs)
 
 
-def _map_settings(raw: Any, where: str) -> MapSettings:
+def _map_settings(raw: Any, where: str) -> tuple[MapSettings, int]:
+    """(the construct's MapSettings, the worker function's timeout)."""
+    int_keys = [_camel(a) for a in MapSettings.RANGES] + ["workerTimeoutSeconds"]
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: must be an object with {', '.join([*MAP_INT_FIELDS, 'childExecutionType'])}")
-    unknown = sorted(set(raw) - set(MAP_INT_FIELDS) - {"childExecutionType", "retry", "workerReservedConcurrency"})
+        raise ConfigError(f"{where}: must be an object with {', '.join([*int_keys, 'childExecutionType'])}")
+    unknown = sorted(set(raw) - set(int_keys) - {"childExecutionType", "retry", "workerReservedConcurrency"})
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
-    values: dict[str, Any] = {}
-    for key, (attr, low, high) in MAP_INT_FIELDS.items():
-        value = raw.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise ConfigError(f"{where}.{key}: must be a whole number from {low} to {high}, got {value!r}")
-        values[attr] = value
+    values: dict[str, Any] = _whole_numbers(raw, where, MapSettings.RANGES)
+    worker_timeout = whole_number(raw.get("workerTimeoutSeconds"), f"{where}.workerTimeoutSeconds", *WORKER_TIMEOUT_RANGE)
     kind = raw.get("childExecutionType")
     if kind not in ("EXPRESS", "STANDARD"):
         raise ConfigError(f"{where}.childExecutionType: must be EXPRESS or STANDARD, got {kind!r}")
     reserved = raw.get("workerReservedConcurrency")
-    if reserved is not None and (not isinstance(reserved, int) or isinstance(reserved, bool) or reserved < 1):
-        raise ConfigError(
-            f"{where}.workerReservedConcurrency: must be a whole number >= 1 (or absent: unreserved), got {reserved!r}"
-        )
-    if reserved is not None and reserved < values["max_concurrency"]:
-        raise ConfigError(
-            f"{where}.workerReservedConcurrency: {reserved} is below maxConcurrency "
-            f"{values['max_concurrency']}: children would be throttled; raise it or lower maxConcurrency"
-        )
-    return MapSettings(child_execution_type=kind, worker_reserved_concurrency=reserved, **values)
+    if reserved is not None:
+        whole_number(reserved, f"{where}.workerReservedConcurrency", 1, None, "or absent: unreserved")
+        if reserved < values["max_concurrency"]:
+            raise ConfigError(
+                f"{where}.workerReservedConcurrency: {reserved} is below maxConcurrency "
+                f"{values['max_concurrency']}: children would be throttled; raise it or lower maxConcurrency"
+            )
+    return MapSettings(child_execution_type=kind, worker_reserved_concurrency=reserved, **values), worker_timeout
+
+
+def _ledger_settings(env: Mapping[str, Any], name: str) -> LedgerSettings:
+    where = f"context.{ENVIRONMENTS_KEY}.{name}.{LEDGER_KEY}"
+    fields = [_camel(a) for a in LedgerSettings.RANGES]
+    raw = env.get(LEDGER_KEY)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: missing; must be an object with {', '.join(fields)}")
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown setting; allowed: {', '.join(fields)}")
+    return LedgerSettings(**_whole_numbers(raw, where, LedgerSettings.RANGES))
 
 
 def load_environment(context: Mapping[str, Any], name: str | None) -> EnvironmentConfig:
@@ -247,17 +252,26 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
     raw_retry = env.get("retry")
     if not isinstance(raw_retry, Mapping):
         raise ConfigError(f"{where}.retry: must be an object with {', '.join(RETRY_KINDS)}")
-    try:
-        retry = {k: RetrySettings.parse(raw_retry.get(k), f"{where}.retry.{k}") for k in RETRY_KINDS}
-    except RetryConfigError as exc:
-        raise ConfigError(str(exc)) from exc
+    retry = {k: RetrySettings.parse(raw_retry.get(k), f"{where}.retry.{k}") for k in RETRY_KINDS}
 
     map_retry = _map_retry(env.get("map"), retry, f"{where}.map.retry")
 
     raw_alarms = env.get("alarms")
+    alarm_ranges = {f.name: (1, None, "") for f in dataclasses.fields(AlarmThresholds)}
     if not isinstance(raw_alarms, Mapping):
-        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(ALARM_KEYS)}")
-    alarms = AlarmThresholds(*(_int(raw_alarms, k, f"{where}.alarms") for k in ALARM_KEYS))
+        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(map(_camel, alarm_ranges))}")
+    alarms = AlarmThresholds(**_whole_numbers(raw_alarms, f"{where}.alarms", alarm_ranges))
+    map_settings, worker_timeout = _map_settings(env.get("map"), f"{where}.map")
+    top = _whole_numbers(
+        env,
+        where,
+        {
+            "log_retention_days": (1, None, ""),
+            "task_timeout_seconds": (1, None, ""),
+            "execution_timeout_minutes": (1, None, ""),
+            "powertools_layer_version": (1, None, ""),
+        },
+    )
 
     return EnvironmentConfig(
         name=name,
@@ -265,19 +279,19 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         account=account,
         region=region,
         removal_policy=removal,
-        log_retention_days=_int(env, "logRetentionDays", where),
-        task_timeout_seconds=_int(env, "taskTimeoutSeconds", where),
-        execution_timeout_minutes=_int(env, "executionTimeoutMinutes", where),
-        powertools_layer_version=_int(env, "powertoolsLayerVersion", where),
+        **top,
         include_execution_data=_bool(env, "includeExecutionData", where),
         dlq_send_retry=retry["dlqSend"],
         status_write_retry=retry["statusWrite"],
         alarms=alarms,
         tasks=_tasks(context.get(TASKS_KEY), retry),
-        map=_map_settings(env.get("map"), f"{where}.map"),
+        map=map_settings,
         map_worker=_tasks([context.get(MAP_WORKER_KEY)], map_retry)[0],
+        map_worker_timeout_seconds=worker_timeout,
         map_dlq_send_retry=map_retry["dlqSend"],
         ledger=_ledger_settings(env, name),
+        transient_retry=retry["transient"],
+        retryable_retry=retry["retryable"],
     )
 
 
@@ -287,19 +301,10 @@ def _map_retry(raw_map: Any, retry: dict[str, RetrySettings], where: str) -> dic
     raw = raw_map.get("retry", {}) if isinstance(raw_map, Mapping) else {}
     if not isinstance(raw, Mapping) or set(raw) - set(MAP_RETRY_KINDS):
         raise ConfigError(f"{where}: may only override {', '.join(MAP_RETRY_KINDS)}")
-    try:
-        return {
-            **retry,
-            **{k: retry[k].with_overrides(raw.get(k, {}), f"{where}.{k}") for k in MAP_RETRY_KINDS},
-        }
-    except RetryConfigError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
-def _ledger_settings(env: Mapping[str, Any], name: str) -> "LedgerSettings":
-    from stacks.ledger_config import load_ledger_settings  # it imports this module
-
-    return load_ledger_settings(env, name)
+    return {
+        **retry,
+        **{k: retry[k].with_overrides(raw.get(k, {}), f"{where}.{k}") for k in MAP_RETRY_KINDS},
+    }
 
 
 def environment_names(context: Mapping[str, Any] | None = None) -> list[str]:
@@ -314,3 +319,8 @@ def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
         "map": f"{cfg.stack_prefix}-MapWorkflow",
         "ledger": f"{cfg.stack_prefix}-CompletionLedger",
     }
+
+
+def log_group_name(cfg: EnvironmentConfig, workflow: str) -> str:
+    """A workflow's state machine log group: ``/aws/vendedlogs/states/<stackPrefix>-<workflow>``."""
+    return f"{VENDED_LOGS_PREFIX}{cfg.stack_prefix}-{workflow}"

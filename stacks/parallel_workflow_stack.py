@@ -1,55 +1,41 @@
-"""Stack: the Parallel fan-out workflow of one environment."""
+"""Stack: the Parallel fan-out workflow of one environment (ParallelFanOut, from cdk.json)."""
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import KitFunction
-from stacks.workflow_stack import WorkflowStack
-from statemachines.parallel_workflow import TaskBinding, build_parallel_workflow
+from fanout_kit.parallel import FanOutTask, ParallelFanOut
+from stacks.app_functions import app_function
+from stacks.config import EnvironmentConfig, log_group_name
 
 
-class ParallelWorkflowStack(WorkflowStack):
-    """Child task Lambdas run in a Parallel state; exhausted tasks go to the DLQ; the final status
-    is written only when every task succeeded."""
-
-    workflow = "parallel"
+class ParallelWorkflowStack(Stack):
+    """The configured tasks (cdk.json ``fanout:tasks``) as ParallelFanOut's tasks."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, **kwargs) -> None:
-        super().__init__(scope, construct_id, cfg=cfg, dlq_id="TaskDeadLetterQueue", **kwargs)
-        self.validate_input = KitFunction(
-            self,
-            "ValidateInput",
-            cfg=cfg,
-            handler="validate_input.handler",
-            description="Validates a batch's execution input; names every bad field",
-            service="ValidateInput",
-            environment={"TASK_NAMES": ",".join(cfg.task_names)},
-            timeout_seconds=10,
-        ).function
-        self.task_functions = {
-            spec.name: KitFunction(
-                self,
-                f"Task{spec.name}",
-                cfg=cfg,
-                handler=spec.handler,
+        super().__init__(scope, construct_id, **kwargs)
+        tasks = [
+            FanOutTask(
+                name=spec.name,
+                function=app_function(self, f"Task{spec.name}", cfg, spec),
                 description=spec.description,
-                service=spec.name,
-            ).function
+                transient=spec.transient,
+                retryable=spec.retryable,
+            )
             for spec in cfg.tasks
-        }
-        definition = build_parallel_workflow(
-            self.states_scope,
-            cfg=cfg,
-            bindings=[TaskBinding(spec, self.task_functions[spec.name]) for spec in cfg.tasks],
-            validate_input=self.validate_input,
-            update_final_status=self.update_final_status,
-            dlq=self.dlq,
-            status_table=self.status_table,
+        ]
+        # "Default": the construct's id is left out of its resources' logical ids, which stay
+        # those of the stack before the construct existed (no replacement on deploy).
+        self.fanout = ParallelFanOut(
+            self,
+            "Default",
+            tasks=tasks,
+            retries=cfg.retries,
+            execution_timeout_minutes=cfg.execution_timeout_minutes,
+            alarms=cfg.alarms,
+            include_execution_data=cfg.include_execution_data,
+            log_group_name=log_group_name(cfg, "parallel"),
+            settings=cfg.resources,
         )
-        self.add_state_machine(
-            definition,
-            {"ValidateInput": self.validate_input, **self.task_functions, "UpdateFinalStatus": self.update_final_status},
-            comment=f"Parallel fan-out of {len(cfg.tasks)} tasks ({cfg.name}); finalizes only if all succeed",
-        )
+        self.fanout.add_outputs()

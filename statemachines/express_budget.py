@@ -22,12 +22,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from statemachines.checks import ConfigError
+
 EXPRESS_LIMIT_SECONDS = 300  # AWS: Express workflows run at most 5 minutes
 DEFAULT_RETRY = {"IntervalSeconds": 1, "MaxAttempts": 3, "BackoffRate": 2.0}  # ASL defaults
 
 
-class ExpressBudgetError(ValueError):
-    """The child definition cannot be bounded, or is over the Express limit."""
+class ExpressBudgetError(ConfigError):
+    """The child definition cannot be bounded, or is over the Express limit. ``problem``: what;
+    the message adds ``fix``, which settings to change."""
+
+    def __init__(self, problem: str, fix: str = "") -> None:
+        super().__init__(problem + (f"; {fix}" if fix else ""))
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ def check_express_children(asl: Mapping[str, Any], *, limit: float = EXPRESS_LIM
             steps = "; ".join(f"{c.state}: {c.detail}" for c in path if c.seconds)
             raise ExpressBudgetError(
                 f"{name}: an EXPRESS child can run {seconds:g} s in the worst case ({steps}), over the "
-                f"{limit:g} s Express limit, after which AWS stops it without running its Catch"
-                + (f"; {fix}" if fix else "")
+                f"{limit:g} s Express limit, after which AWS stops it without running its Catch",
+                fix,
             )
     return worst

@@ -21,6 +21,8 @@ grows with N in the parent's state or history (results go to S3 through ResultWr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
@@ -31,11 +33,15 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from fanout_common.final_status import MAP_FAILURE_UPDATE_EXPRESSION
-from fanout_common.map_results import ITEMS_DEAD_LETTERED
-from stacks.config import EnvironmentConfig
-from stacks.constructs.batch_data_bucket import RESULTS_PREFIX
-from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, SFN_TRANSIENT_ERRORS, SQS_TRANSIENT_ERRORS
+from fanout_common.map_results import ITEMS_DEAD_LETTERED, RESULTS_PREFIX
+from statemachines.retry_policy import (
+    LAMBDA_TRANSIENT_ERRORS,
+    SFN_TRANSIENT_ERRORS,
+    SQS_TRANSIENT_ERRORS,
+    RetrySettings,
+)
 from statemachines.states import (
+    WorkflowTask,
     add_task_retries,
     finalize_or_fail,
     finished_batch_check,
@@ -52,24 +58,34 @@ DLQ_SEND_TIMEOUT_SECONDS = 5  # one SQS SendMessage; bounds the child's worst ca
 ITEM_COUNTS = ("Succeeded", "Failed", "TimedOut", "Aborted", "Pending", "Total")
 
 
+@dataclass(frozen=True)
+class MapRunSettings:
+    """How the Distributed Map runs its children."""
+
+    items_per_batch: int  # ItemBatcher MaxItemsPerBatch: items per child Lambda invoke
+    max_concurrency: int  # MaxConcurrency: children at once
+    express_children: bool  # EXPRESS (cheap, at-least-once, 5 min) or STANDARD children
+    failure_threshold: int  # unsuccessful items that still finalize the batch
+
+
 def _item_processor(
-    scope: Construct, fmt: str, cfg: EnvironmentConfig, worker: lambda_.IFunction, dlq: sqs.IQueue
+    scope: Construct, fmt: str, worker: WorkflowTask, dlq_send_retry: RetrySettings, dlq: sqs.IQueue
 ) -> sfn.IChainable:
     suffix = f" ({fmt})"
     process = invoke(
         scope,
         f"Process items{suffix}",
-        worker,
+        worker.function,
         {
             "batchId.$": "$.BatchInput.batchId",
             "items.$": "$.Items",
             "attempt.$": "$$.State.RetryCount",
             "executionArn.$": "$$.Execution.Id",
         },
-        comment=cfg.map_worker.description,
+        comment=worker.description,
         result_selector={"processed.$": "$.Payload.processed"},
     )
-    add_task_retries(process, cfg.map_worker)
+    add_task_retries(process, worker)
     dead_lettered = sfn.Fail(
         scope,
         f"ItemsDeadLettered{suffix}",
@@ -92,7 +108,7 @@ def _item_processor(
         message_body=sfn.TaskInput.from_object(
             {
                 "batchId.$": "$.BatchInput.batchId",
-                "task": cfg.map_worker.name,
+                "task": worker.name,
                 "items.$": "$.Items",
                 "error.$": "$.failure.Error",
                 "cause.$": "$.failure.Cause",
@@ -104,15 +120,14 @@ def _item_processor(
         task_timeout=sfn.Timeout.duration(Duration.seconds(DLQ_SEND_TIMEOUT_SECONDS)),
         result_path=sfn.JsonPath.DISCARD,
     )
-    dead_letter.add_retry(**retry_props(cfg.map_dlq_send_retry, SQS_TRANSIENT_ERRORS))
+    dead_letter.add_retry(**retry_props(dlq_send_retry, SQS_TRANSIENT_ERRORS))
     dead_letter.add_catch(send_failed, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
     process.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
     return process
 
 
 def _distributed_map(
-    scope: Construct, fmt: str, cfg: EnvironmentConfig, bucket: s3.IBucket, worker: lambda_.IFunction,
-    dlq: sqs.IQueue,
+    scope: Construct, fmt: str, run: MapRunSettings, bucket: s3.IBucket, child: sfn.IChainable
 ) -> sfn.DistributedMap:
     reader_key = sfn.JsonPath.string_at("$.manifest.key")
     reader = (
@@ -120,32 +135,31 @@ def _distributed_map(
         if fmt == "JSON"
         else sfn.S3CsvItemReader(bucket=bucket, key=reader_key, csv_headers=sfn.CsvHeaders.use_first_row())
     )
-    express = cfg.map.child_execution_type == "EXPRESS"
     dmap = sfn.DistributedMap(
         scope,
         f"ProcessItems {fmt}",
-        comment=f"One child execution per batch of {cfg.map.items_per_batch} item(s); failures "
+        comment=f"One child execution per batch of {run.items_per_batch} item(s); failures "
         "never abort siblings (100% tolerated): the counts decide after the map",
         item_reader=reader,
         item_selector={"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"},
         item_batcher=sfn.ItemBatcher(
-            max_items_per_batch=cfg.map.items_per_batch,
+            max_items_per_batch=run.items_per_batch,
             batch_input={"batchId.$": "$.batchId", "executionArn.$": "$$.Execution.Id"},
         ),
-        max_concurrency=cfg.map.max_concurrency,
+        max_concurrency=run.max_concurrency,
         tolerated_failure_percentage=100,
         result_writer_v2=sfn.ResultWriterV2(bucket=bucket, prefix=RESULTS_PREFIX.rstrip("/")),
-        map_execution_type=sfn.StateMachineType.EXPRESS if express else sfn.StateMachineType.STANDARD,
+        map_execution_type=sfn.StateMachineType.EXPRESS if run.express_children else sfn.StateMachineType.STANDARD,
         result_path="$.mapRun",
         label=f"ProcessItems{fmt}",
     )
     # Mode DISTRIBUTED and the child execution type come from DistributedMap (map_execution_type);
     # ProcessorConfig.executionType would be ignored there, with a synth warning.
-    dmap.item_processor(_item_processor(scope, fmt, cfg, worker, dlq))
+    dmap.item_processor(child)
     return dmap
 
 
-def _read_map_run(scope: Construct, cfg: EnvironmentConfig) -> sfn.CustomState:
+def _read_map_run(scope: Construct, retry: RetrySettings) -> sfn.CustomState:
     """DescribeMapRun through the AWS SDK integration; its grant (states:DescribeMapRun on this
     state machine's map runs) is added by the stack after the state machine exists."""
     state = sfn.CustomState(
@@ -162,33 +176,37 @@ def _read_map_run(scope: Construct, cfg: EnvironmentConfig) -> sfn.CustomState:
             "TimeoutSeconds": 60,
         },
     )
-    state.add_retry(**retry_props(cfg.status_write_retry, SFN_TRANSIENT_ERRORS))
+    state.add_retry(**retry_props(retry, SFN_TRANSIENT_ERRORS))
     return state
 
 
 def build_map_workflow(
     scope: Construct,
     *,
-    cfg: EnvironmentConfig,
+    run: MapRunSettings,
+    worker: WorkflowTask,
     prepare: lambda_.IFunction,
-    worker: lambda_.IFunction,
     forward_failed: lambda_.IFunction,
     update_final_status: lambda_.IFunction,
     dlq: sqs.IQueue,
     bucket: s3.IBucket,
     status_table: dynamodb.ITable,
+    dlq_send_retry: RetrySettings,
+    status_write_retry: RetrySettings,
 ) -> sfn.IChainable:
+    """``worker`` runs each batch of items in a child; ``dlq_send_retry`` retries the child's DLQ
+    send, ``status_write_retry`` the parent's input check, map-run read and status writes."""
     prepare_state = input_check(
         scope,
         "PrepareBatch",
         prepare,
-        cfg=cfg,
+        retry=status_write_retry,
         comment="Validates the input and streams the manifest (every item checked); fails with "
         "InvalidInput / InvalidManifest before any child runs",
     )
     update, record_failure = finalize_or_fail(
         scope,
-        cfg=cfg,
+        status_write_retry=status_write_retry,
         update_final_status=update_final_status,
         update_payload={
             "batchId.$": "$.batchId",
@@ -234,7 +252,7 @@ def build_map_workflow(
     )
     not_confirmed.next(record_failure)
 
-    read_counts = _read_map_run(scope, cfg)
+    read_counts = _read_map_run(scope, status_write_retry)
     read_counts.add_catch(not_confirmed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
     tally = sfn.Pass(
         scope,
@@ -252,7 +270,7 @@ def build_map_workflow(
             "error": "ItemsFailed",
             "cause": sfn.JsonPath.format(
                 "{} of {} items did not succeed ({} failed, {} timed out, {} aborted; tolerated: "
-                + str(cfg.map.failure_threshold)
+                + str(run.failure_threshold)
                 + "); their items and context are in the dead-letter queue",
                 sfn.JsonPath.string_at("$.tally.unsuccessful"),
                 sfn.JsonPath.string_at("$.counts.total"),
@@ -281,10 +299,10 @@ def build_map_workflow(
         result_selector={"forwarded.$": "$.Payload.forwarded", "alreadyDeadLettered.$": "$.Payload.alreadyDeadLettered"},
         result_path="$.forwarding",
     )
-    forward.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    forward.add_retry(**retry_props(status_write_retry, LAMBDA_TRANSIENT_ERRORS))
     within = (
         sfn.Choice(scope, "WithinFailureThreshold?")
-        .when(sfn.Condition.number_less_than_equals("$.tally.unsuccessful", cfg.map.failure_threshold), update)
+        .when(sfn.Condition.number_less_than_equals("$.tally.unsuccessful", run.failure_threshold), update)
         .otherwise(summarize)
     )
     # Forwarding is best effort on top of the children's own DLQ sends: the verdict goes on.
@@ -299,7 +317,9 @@ def build_map_workflow(
 
     fmt_choice = sfn.Choice(scope, "Manifest format?")
     for fmt in FORMATS:
-        dmap = _distributed_map(scope, fmt, cfg, bucket, worker, dlq)
+        dmap = _distributed_map(
+            scope, fmt, run, bucket, _item_processor(scope, fmt, worker, dlq_send_retry, dlq)
+        )
         dmap.add_catch(not_confirmed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
         dmap.next(read_counts)
         if fmt == "CSV":
@@ -309,5 +329,5 @@ def build_map_workflow(
     # A duplicate start of a finished batch ends here, before any child runs; a FAILED batch runs
     # again only as a redrive (redriveOf, set by `fanout dlq redrive --workflow map`).
     return prepare_state.next(
-        finished_batch_check(scope, cfg=cfg, status_table=status_table, proceed=fmt_choice, redrive_path="$.redriveOf")
+        finished_batch_check(scope, retry=status_write_retry, status_table=status_table, proceed=fmt_choice, redrive_path="$.redriveOf")
     )

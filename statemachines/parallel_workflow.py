@@ -18,7 +18,6 @@ DLQ send, so its siblings keep running; the decision after the Parallel state re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
@@ -32,11 +31,9 @@ from fanout_common.final_status import (
     FAILURE_UPDATE_EXPRESSION,
     SUCCEEDED,
 )
-from stacks.config import EnvironmentConfig, TaskSpec
-from statemachines.retry_policy import (
-    SQS_TRANSIENT_ERRORS,
-)
+from statemachines.retry_policy import SQS_TRANSIENT_ERRORS, RetrySettings
 from statemachines.states import (
+    WorkflowTask,
     add_task_retries,
     finalize_or_fail,
     finished_batch_check,
@@ -53,21 +50,14 @@ FAILURES_PATH = "$.outcome.failedTasks"
 FAILED_COUNT_PATH = "$.outcome.failedCount.value"
 
 
-@dataclass(frozen=True)
-class TaskBinding:
-    spec: TaskSpec
-    function: lambda_.IFunction
-
-
 def _branch(
-    scope: Construct, binding: TaskBinding, cfg: EnvironmentConfig, dlq: sqs.IQueue
+    scope: Construct, spec: WorkflowTask, dlq_send_retry: RetrySettings, dlq: sqs.IQueue
 ) -> sfn.IChainable:
-    spec = binding.spec
     name = spec.name
     run = invoke(
         scope,
         f"Run {name}",
-        binding.function,
+        spec.function,
         {
             "batchId.$": "$.batchId",
             "task": name,
@@ -114,7 +104,7 @@ def _branch(
         ),
         result_path=sfn.JsonPath.DISCARD,
     )
-    dead_letter.add_retry(**retry_props(cfg.dlq_send_retry, SQS_TRANSIENT_ERRORS))
+    dead_letter.add_retry(**retry_props(dlq_send_retry, SQS_TRANSIENT_ERRORS))
     dead_letter.add_catch(not_dead_lettered, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
     run.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
 
@@ -134,18 +124,21 @@ def _branch(
 def build_parallel_workflow(
     scope: Construct,
     *,
-    cfg: EnvironmentConfig,
-    bindings: Sequence[TaskBinding],
+    child_tasks: Sequence[WorkflowTask],
     validate_input: lambda_.IFunction,
     update_final_status: lambda_.IFunction,
     dlq: sqs.IQueue,
     status_table: dynamodb.ITable,
+    dlq_send_retry: RetrySettings,
+    status_write_retry: RetrySettings,
 ) -> sfn.IChainable:
+    """One branch per task of ``child_tasks``; ``dlq_send_retry`` retries each branch's DLQ send,
+    ``status_write_retry`` the input check and the status reads and writes."""
     validate = input_check(
         scope,
         "ValidateInput",
         validate_input,
-        cfg=cfg,
+        retry=status_write_retry,
         comment="Fails the execution with InvalidInput (naming the field) before any task runs",
     )
 
@@ -157,17 +150,17 @@ def build_parallel_workflow(
         # Branch results keyed by task name. (Index-then-field paths such as
         # $.results[0].status are avoided on purpose: moto 5.2.5 evaluates them to a list.)
         result_selector={
-            "byTask": {f"{b.spec.name}.$": f"$[{i}]" for i, b in enumerate(bindings)},
+            "byTask": {f"{b.name}.$": f"$[{i}]" for i, b in enumerate(child_tasks)},
             "failedTasks.$": "$[*].failedTask",
         },
         result_path="$.outcome",
     )
-    for binding in bindings:
-        parallel.branch(_branch(scope, binding, cfg, dlq))
+    for task in child_tasks:
+        parallel.branch(_branch(scope, task, dlq_send_retry, dlq))
 
     update, record_failure = finalize_or_fail(
         scope,
-        cfg=cfg,
+        status_write_retry=status_write_retry,
         update_final_status=update_final_status,
         update_payload={
             "batchId.$": "$.batchId",
@@ -184,7 +177,7 @@ def build_parallel_workflow(
             "{} of {} tasks failed: {} (retries exhausted, or not retryable; context: the dead-letter "
             "queue, or the history of this execution if the send failed)",
             sfn.JsonPath.string_at(FAILED_COUNT_PATH),
-            str(len(bindings)),
+            str(len(child_tasks)),
             sfn.JsonPath.json_to_string(sfn.JsonPath.list_at(FAILURES_PATH)),
         ),
         failure_comment="Records FAILED with the failed tasks; never overwrites a SUCCEEDED batch",
@@ -193,10 +186,10 @@ def build_parallel_workflow(
     all_succeeded = sfn.Condition.and_(
         *[
             sfn.Condition.or_(
-                sfn.Condition.string_equals(f"$.outcome.byTask.{b.spec.name}.status", SUCCEEDED),
-                sfn.Condition.string_equals(f"$.outcome.byTask.{b.spec.name}.status", SKIPPED),
+                sfn.Condition.string_equals(f"$.outcome.byTask.{b.name}.status", SUCCEEDED),
+                sfn.Condition.string_equals(f"$.outcome.byTask.{b.name}.status", SKIPPED),
             )
-            for b in bindings
+            for b in child_tasks
         ]
     )
     count_failures = sfn.Pass(
@@ -213,5 +206,5 @@ def build_parallel_workflow(
     )
     parallel.next(decide)
     return validate.next(
-        finished_batch_check(scope, cfg=cfg, status_table=status_table, proceed=parallel, redrive_path="$.redriveOf")
+        finished_batch_check(scope, retry=status_write_retry, status_table=status_table, proceed=parallel, redrive_path="$.redriveOf")
     )

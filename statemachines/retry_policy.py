@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from statemachines.checks import ConfigError, whole_number
+
 # The Lambda service's own transient errors, as Step Functions names them.
 LAMBDA_TRANSIENT_ERRORS = (
     "Lambda.ServiceException",
@@ -41,8 +43,7 @@ _FIELDS = {
 }
 
 
-class RetryConfigError(ValueError):
-    """A retry setting in cdk.json is missing or out of range; the message names it."""
+RetryConfigError = ConfigError  # a retry setting is missing or out of range; the message names it
 
 
 @dataclass(frozen=True)
@@ -79,15 +80,9 @@ class RetrySettings:
         def bad(field: str, rule: str, value: Any) -> RetryConfigError:
             return RetryConfigError(f"{where}.{field}: {rule}, got {value!r}")
 
-        for field, value, low in (
-            ("intervalSeconds", self.interval_seconds, 1),
-            ("maxAttempts", self.max_attempts, 0),
-            ("maxDelaySeconds", self.max_delay_seconds, 1),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise bad(field, f"must be a whole number >= {low}", value)
-        if self.max_attempts > 99999999:
-            raise bad("maxAttempts", "must be at most 99999999", self.max_attempts)
+        whole_number(self.interval_seconds, f"{where}.intervalSeconds", 1)
+        whole_number(self.max_attempts, f"{where}.maxAttempts", 0, 99_999_999)
+        whole_number(self.max_delay_seconds, f"{where}.maxDelaySeconds", 1)
         if not isinstance(self.backoff_rate, (int, float)) or self.backoff_rate < 1.0:
             raise bad("backoffRate", "must be a number >= 1.0", self.backoff_rate)
         if self.max_delay_seconds < self.interval_seconds:

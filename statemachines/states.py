@@ -10,15 +10,30 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from dataclasses import dataclass
+
+from aws_cdk import aws_dynamodb as dynamodb
+
 from fanout_common import errors
-from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS, RetrySettings
+from fanout_common.errors import FINAL_STATUS_CONFLICT
+from fanout_common.final_status import (
+    FAILED,
+    FAILURE_CONDITION_EXPRESSION,
+    FAILURE_EXPRESSION_NAMES,
+    SUCCEEDED,
+)
+from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS, LAMBDA_TRANSIENT_ERRORS, RetrySettings
 
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from aws_cdk import aws_dynamodb as dynamodb
+@dataclass(frozen=True)
+class WorkflowTask:
+    """A child task as the workflows see it: its function, and the Retry rules of its Invoke."""
 
-    from stacks.config import EnvironmentConfig, TaskSpec
+    name: str
+    function: lambda_.IFunction
+    description: str
+    transient: RetrySettings  # Lambda service errors
+    retryable: RetrySettings  # the task raised RetryableTaskError
 
 
 def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
@@ -72,7 +87,7 @@ def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict
     )
 
 
-def add_task_retries(task: sfn.TaskStateBase, spec: "TaskSpec") -> None:
+def add_task_retries(task: sfn.TaskStateBase, spec: WorkflowTask) -> None:
     """The Retry rules of a child task, first match wins: a non-retryable error is never retried
     (MaxAttempts 0, stated explicitly), then the Lambda service's transient errors, then the
     task's own retryable error, each with its configured backoff."""
@@ -84,10 +99,10 @@ def add_task_retries(task: sfn.TaskStateBase, spec: "TaskSpec") -> None:
 def finalize_or_fail(
     scope: Construct,
     *,
-    cfg: "EnvironmentConfig",
+    status_write_retry: RetrySettings,
     update_final_status: lambda_.IFunction,
     update_payload: dict,
-    status_table: "dynamodb.ITable",
+    status_table: dynamodb.ITable,
     failure_update_expression: str,
     failure_values: dict[str, tasks.DynamoAttributeValue],
     failure_cause_path: str,
@@ -96,13 +111,6 @@ def finalize_or_fail(
     """The two ends of a workflow: UpdateFinalStatus (SUCCEEDED exactly once) and
     RecordBatchFailure -> BatchFailed (FAILED recorded, never over a SUCCEEDED batch; the
     execution then fails with ``BatchFailed`` and the given cause). Returns (update, record)."""
-    from fanout_common.final_status import (
-        FAILED,
-        FAILURE_CONDITION_EXPRESSION,
-        FAILURE_EXPRESSION_NAMES,
-    )
-    from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS
-
     update = invoke(
         scope,
         "UpdateFinalStatus",
@@ -112,7 +120,7 @@ def finalize_or_fail(
         result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
         result_path="$.finalStatus",
     )
-    update.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    update.add_retry(**retry_props(status_write_retry, LAMBDA_TRANSIENT_ERRORS))
     batch_failed = sfn.Fail(scope, "BatchFailed", error="BatchFailed", cause_path=failure_cause_path)
     record = tasks.DynamoUpdateItem(
         scope,
@@ -132,7 +140,7 @@ def finalize_or_fail(
         },
         result_path=sfn.JsonPath.DISCARD,
     )
-    record.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
+    record.add_retry(**retry_props(status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
     # The batch already SUCCEEDED (another run finalized it): keep that record, still fail this run.
     record.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path="$.recordFailure")
     record.next(batch_failed)
@@ -140,7 +148,7 @@ def finalize_or_fail(
 
 
 def input_check(
-    scope: Construct, state_id: str, fn: lambda_.IFunction, *, cfg: "EnvironmentConfig", comment: str
+    scope: Construct, state_id: str, fn: lambda_.IFunction, *, retry: RetrySettings, comment: str
 ) -> tasks.LambdaInvoke:
     """A workflow's first state: the Lambda gets the execution input and name, returns the
     normalized input (or fails the execution with a named error); retried on Lambda service errors."""
@@ -152,7 +160,7 @@ def input_check(
         comment=comment,
         output_path="$.Payload",
     )
-    state.add_retry(**retry_props(cfg.status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    state.add_retry(**retry_props(retry, LAMBDA_TRANSIENT_ERRORS))
     return state
 
 
@@ -162,8 +170,8 @@ ALREADY_FINALIZED = "ALREADY_FINALIZED"
 def finished_batch_check(
     scope: Construct,
     *,
-    cfg: "EnvironmentConfig",
-    status_table: "dynamodb.ITable",
+    retry: RetrySettings,
+    status_table: dynamodb.ITable,
     proceed: sfn.IChainable,
     redrive_path: str | None,
 ) -> sfn.IChainable:
@@ -175,10 +183,6 @@ def finished_batch_check(
       once with ``FinalStatusConflict``, the error UpdateFinalStatus would have given at the end;
     * otherwise (no record, or the redrive of a FAILED batch) -> ``proceed``.
     """
-    from fanout_common.errors import FINAL_STATUS_CONFLICT
-    from fanout_common.final_status import FAILED, SUCCEEDED
-    from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS
-
     read = tasks.DynamoGetItem(
         scope,
         "ReadBatchStatus",
@@ -194,7 +198,7 @@ def finished_batch_check(
         ],
         result_path="$.recorded",
     )
-    read.add_retry(**retry_props(cfg.status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
+    read.add_retry(**retry_props(retry, DYNAMODB_TRANSIENT_ERRORS))
     already = sfn.Pass(
         scope,
         "AlreadyFinalized",

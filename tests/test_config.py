@@ -52,7 +52,7 @@ def _with(path, value):
     [
         (("fanout:environments", "dev", "removalPolicy"), "keep", "dev.removalPolicy: must be 'destroy' or 'retain'"),
         (("fanout:environments", "dev", "region"), "mars", "dev.region: must be an AWS region"),
-        (("fanout:environments", "dev", "retry", "transient", "maxAttempts"), -1, "dev.retry.transient.maxAttempts: must be a whole number >= 0"),
+        (("fanout:environments", "dev", "retry", "transient", "maxAttempts"), -1, "dev.retry.transient.maxAttempts: must be a whole number from 0 to 99999999"),
         (("fanout:environments", "dev", "retry", "dlqSend", "backoffRate"), 0.5, "dev.retry.dlqSend.backoffRate: must be a number >= 1.0"),
         (("fanout:environments", "dev", "alarms", "lambdaErrors"), 0, "dev.alarms.lambdaErrors: must be a whole number >= 1"),
         (("fanout:tasks", 0, "name"), "lower", "fanout:tasks[0].name: must be PascalCase"),

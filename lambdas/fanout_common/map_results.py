@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+RESULTS_PREFIX = "results/"  # where the Distributed Map's ResultWriter writes in the batch data bucket
 ITEMS_DEAD_LETTERED = "ItemsDeadLettered"  # statemachines.map_workflow uses the same name
 UNSUCCESSFUL_GROUPS = ("FAILED", "PENDING")
 

@@ -8,9 +8,8 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from fanout_common import ledger as rules
-from stacks.config import EnvironmentConfig
-from stacks.constructs.storage import secure_table
-from stacks.ledger_config import LedgerSettings
+from fanout_kit.settings import LedgerSettings, ResourceSettings
+from fanout_kit.storage import secure_table
 
 # What each kind of ledger function may do, and nothing else:
 # TransactWriteItems is authorized as the PutItem (child mark) and UpdateItem (batch counter) it
@@ -26,18 +25,18 @@ SWEEPER_TABLE_ACTIONS = ("dynamodb:UpdateItem",)
 SWEEPER_INDEX_ACTIONS = ("dynamodb:Query",)
 
 
-class CompletionLedger(Construct):
+class LedgerTable(Construct):
     """Table with composite key (pk, sk), on-demand, AWS-managed encryption, PITR, TTL on
     ``expiresAt``, deletion protection where the environment retains data, and the sparse GSI
     ``RunningByDeadline`` (KEYS_ONLY) the deadline sweeper queries."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, settings: LedgerSettings
+        self, scope: Construct, construct_id: str, *, settings: ResourceSettings, ledger: LedgerSettings
     ) -> None:
         super().__init__(scope, construct_id)
-        self.settings = settings
+        self.settings = ledger
         self.table = secure_table(
-            self, "Table", cfg=cfg, partition_key="pk", sort_key="sk", ttl_attribute=rules.TTL_ATTRIBUTE
+            self, "Table", settings=settings, partition_key="pk", sort_key="sk", ttl_attribute=rules.TTL_ATTRIBUTE
         )
         self.table.add_global_secondary_index(
             index_name=rules.SWEEP_INDEX,

@@ -1,6 +1,12 @@
-"""Python Lambda functions of the kit, all built the same way (one code asset: lambdas/)."""
+"""Python Lambda functions built the kit's way: own log group and role, X-Ray, the Powertools layer.
+
+The kit's own functions (input check, final status, batch preparation, ledger consumers...) run
+from the kit's code asset (``KIT_ASSET``: lambdas/ here, ``fanout_kit/lambdas`` in the installed
+wheel); an app may build its functions the same way from its own asset (``code=``)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -8,8 +14,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.config import ROOT, EnvironmentConfig
-from stacks.nag_suppressions import acknowledge_function
+from fanout_kit.nag import acknowledge_function
+from fanout_kit.settings import ResourceSettings
+
+_HERE = Path(__file__).resolve().parent
+# The installed wheel ships the handlers next to this module; in this repository they are lambdas/.
+KIT_ASSET = _HERE / "lambdas" if (_HERE / "lambdas").is_dir() else _HERE.parent / "lambdas"
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 POWERTOOLS_LAYER = "AWSLambdaPowertoolsPythonV3-python313-x86_64"
@@ -18,8 +28,8 @@ METRICS_NAMESPACE = "FanOutKit"
 ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/tests"]
 
 
-def removal_policy(cfg: EnvironmentConfig) -> RemovalPolicy:
-    return RemovalPolicy.RETAIN if cfg.retain_data else RemovalPolicy.DESTROY
+def removal_policy(settings: ResourceSettings) -> RemovalPolicy:
+    return RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY
 
 
 # CloudWatch Logs accepts only these retention periods (days -> CDK enum member name).
@@ -31,14 +41,9 @@ _RETENTION = {
 }
 
 
-def retention(cfg: EnvironmentConfig) -> logs.RetentionDays:
-    try:
-        return getattr(logs.RetentionDays, _RETENTION[cfg.log_retention_days])
-    except KeyError:
-        raise ValueError(
-            f"{cfg.name}.logRetentionDays: {cfg.log_retention_days} is not a CloudWatch Logs "
-            f"retention; use one of {sorted(_RETENTION)}"
-        ) from None
+def retention(settings: ResourceSettings) -> logs.RetentionDays:
+    """(ResourceSettings checked the days against the same list.)"""
+    return getattr(logs.RetentionDays, _RETENTION[settings.log_retention_days])
 
 
 class KitFunction(Construct):
@@ -50,17 +55,19 @@ class KitFunction(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cfg: EnvironmentConfig,
+        settings: ResourceSettings,
         handler: str,
         description: str,
         service: str,
         environment: dict[str, str] | None = None,
         timeout_seconds: int | None = None,
         reserved_concurrency: int | None = None,
+        code: lambda_.Code | None = None,
     ) -> None:
+        """``code``: the function's code asset (default: the kit's, ``KIT_ASSET``)."""
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
-            self, "Logs", retention=retention(cfg), removal_policy=removal_policy(cfg)
+            self, "Logs", retention=retention(settings), removal_policy=removal_policy(settings)
         )
         self.role = iam.Role(
             self,
@@ -74,7 +81,7 @@ class KitFunction(Construct):
             self,
             "Powertools",
             f"arn:{stack.partition}:lambda:{stack.region}:{POWERTOOLS_ACCOUNT}:layer:"
-            f"{POWERTOOLS_LAYER}:{cfg.powertools_layer_version}",
+            f"{POWERTOOLS_LAYER}:{settings.powertools_layer_version}",
         )
         self.function = lambda_.Function(
             self,
@@ -83,9 +90,9 @@ class KitFunction(Construct):
             runtime=RUNTIME,
             architecture=lambda_.Architecture.X86_64,
             handler=handler,
-            code=lambda_.Code.from_asset(str(ROOT / "lambdas"), exclude=ASSET_EXCLUDES),
+            code=code or lambda_.Code.from_asset(str(KIT_ASSET), exclude=ASSET_EXCLUDES),
             memory_size=256,
-            timeout=Duration.seconds(timeout_seconds or cfg.task_timeout_seconds),
+            timeout=Duration.seconds(timeout_seconds or settings.function_timeout_seconds),
             tracing=lambda_.Tracing.ACTIVE,
             role=self.role,
             log_group=self.log_group,
@@ -95,7 +102,7 @@ class KitFunction(Construct):
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
                 "POWERTOOLS_LOG_LEVEL": "INFO",
-                "FANOUT_ENV": cfg.name,
+                "FANOUT_ENV": settings.environment_name,
                 **(environment or {}),
             },
         )

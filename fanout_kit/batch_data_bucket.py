@@ -6,11 +6,11 @@ from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import removal_policy
+from fanout_kit.settings import ResourceSettings
+from fanout_kit.functions import removal_policy
 
-MANIFEST_PREFIX = "manifests/"
-RESULTS_PREFIX = "results/"
+from fanout_common.manifest import MANIFEST_PREFIX
+from fanout_common.map_results import RESULTS_PREFIX
 
 
 class BatchDataBucket(Construct):
@@ -18,23 +18,25 @@ class BatchDataBucket(Construct):
     sibling bucket; manifests and results expire after the environment's retention; emptied and
     deleted with the stack where the environment destroys its data."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: ResourceSettings, retention_days: int
+    ) -> None:
         super().__init__(scope, construct_id)
-        days = Duration.days(cfg.map.results_retention_days)
+        days = Duration.days(retention_days)
         common = dict(
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            removal_policy=removal_policy(cfg),
+            removal_policy=removal_policy(settings),
             # Where the environment destroys its data (dev), CDK's custom resource empties the
             # buckets (every object version) on stack deletion; otherwise CloudFormation cannot
             # delete a non-empty, versioned bucket and the stack deletion fails.
-            auto_delete_objects=not cfg.retain_data,
+            auto_delete_objects=not settings.retain_data,
         )
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(max(90, cfg.map.results_retention_days)))],
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(max(90, retention_days)))],
             **common,
         )
         self.bucket = s3.Bucket(

@@ -14,16 +14,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import removal_policy, retention
-from stacks.nag_suppressions import acknowledge_state_machine_role
-
-
-VENDED_LOGS_PREFIX = "/aws/vendedlogs/states/"
-
-
-def log_group_name(cfg: EnvironmentConfig, workflow: str) -> str:
-    return f"{VENDED_LOGS_PREFIX}{cfg.stack_prefix}-{workflow}"
+from fanout_kit.settings import ResourceSettings
+from fanout_kit.functions import removal_policy, retention
+from fanout_kit.nag import acknowledge_state_machine_role
 
 
 class WorkflowStateMachine(Construct):
@@ -32,19 +25,21 @@ class WorkflowStateMachine(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cfg: EnvironmentConfig,
+        settings: ResourceSettings,
+        log_group_name: str,
+        include_execution_data: bool,
+        execution_timeout_minutes: int,
         definition: sfn.IChainable,
         comment: str,
         invoked_functions: list[lambda_.Function],
-        workflow: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
             self,
             "Logs",
-            log_group_name=log_group_name(cfg, workflow),
-            retention=retention(cfg),
-            removal_policy=removal_policy(cfg),
+            log_group_name=log_group_name,
+            retention=retention(settings),
+            removal_policy=removal_policy(settings),
         )
         self.state_machine = sfn.StateMachine(
             self,
@@ -53,12 +48,12 @@ class WorkflowStateMachine(Construct):
             definition_body=sfn.DefinitionBody.from_chainable(definition),
             state_machine_type=sfn.StateMachineType.STANDARD,
             query_language=sfn.QueryLanguage.JSON_PATH,
-            timeout=Duration.minutes(cfg.execution_timeout_minutes),
+            timeout=Duration.minutes(execution_timeout_minutes),
             tracing_enabled=True,
             logs=sfn.LogOptions(
                 destination=self.log_group,
                 level=sfn.LogLevel.ALL,
-                include_execution_data=cfg.include_execution_data,
+                include_execution_data=include_execution_data,
             ),
         )
         acknowledge_state_machine_role(self.state_machine.role, invoked_functions)

@@ -3,49 +3,53 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import removal_policy
+from fanout_kit.settings import ResourceSettings
+from fanout_kit.functions import removal_policy
 
 
 def secure_queue(
     scope: Construct,
     construct_id: str,
     *,
-    cfg: EnvironmentConfig,
+    settings: ResourceSettings,
     visibility_seconds: int,
     retention_days: int = 14,
     dead_letter_queue: sqs.DeadLetterQueue | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> sqs.Queue:
-    return sqs.Queue(
-        scope,
-        construct_id,
+    """``overrides``: ``sqs.Queue`` keyword arguments that replace these defaults."""
+    defaults: dict[str, Any] = dict(
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
         retention_period=Duration.days(retention_days),
         visibility_timeout=Duration.seconds(visibility_seconds),
         dead_letter_queue=dead_letter_queue,
-        removal_policy=removal_policy(cfg),
+        removal_policy=removal_policy(settings),
     )
+    return sqs.Queue(scope, construct_id, **{**defaults, **(overrides or {})})
 
 
 def secure_table(
     scope: Construct,
     construct_id: str,
     *,
-    cfg: EnvironmentConfig,
+    settings: ResourceSettings,
     partition_key: str,
     sort_key: str | None = None,
     ttl_attribute: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> dynamodb.Table:
-    """On-demand, AWS-managed encryption, point-in-time recovery; string keys."""
-    return dynamodb.Table(
-        scope,
-        construct_id,
+    """On-demand, AWS-managed encryption, point-in-time recovery; string keys. ``overrides``:
+    ``dynamodb.Table`` keyword arguments that replace these defaults (not the keys)."""
+    defaults: dict[str, Any] = dict(
         partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
         sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING) if sort_key else None,
         billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -54,6 +58,7 @@ def secure_table(
             point_in_time_recovery_enabled=True
         ),
         time_to_live_attribute=ttl_attribute,
-        deletion_protection=cfg.retain_data,
-        removal_policy=removal_policy(cfg),
+        deletion_protection=settings.retain_data,
+        removal_policy=removal_policy(settings),
     )
+    return dynamodb.Table(scope, construct_id, **{**defaults, **(overrides or {})})

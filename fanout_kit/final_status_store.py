@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.storage import secure_table
-from stacks.constructs.functions import KitFunction
+from fanout_kit.settings import ResourceSettings
+from fanout_kit.storage import secure_table
+from fanout_kit.functions import KitFunction
 
 
 class FinalStatusStore(Construct):
     """One item per batch (key ``batchId``); PITR and encryption on; deletion protection where the
     environment retains data. UpdateFinalStatus may only read and update items of this table."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cfg: EnvironmentConfig) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: ResourceSettings,
+        existing_table: dynamodb.ITable | None = None,
+        table_overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``existing_table``: a table keyed by the string ``batchId`` (no sort key) to use instead
+        of creating one; ``table_overrides``: ``dynamodb.Table`` arguments over the defaults."""
         super().__init__(scope, construct_id)
-        self.table = secure_table(self, "Table", cfg=cfg, partition_key="batchId")
+        self.table: dynamodb.ITable = existing_table or secure_table(
+            self, "Table", settings=settings, partition_key="batchId", overrides=table_overrides
+        )
         self.update_final_status = KitFunction(
             self,
             "UpdateFinalStatus",
-            cfg=cfg,
+            settings=settings,
             handler="update_final_status.handler",
             description="Writes a batch's SUCCEEDED status exactly once (conditional write)",
             service="UpdateFinalStatus",

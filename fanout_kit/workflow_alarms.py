@@ -13,8 +13,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import removal_policy
+from fanout_kit.settings import AlarmThresholds, ResourceSettings
+from fanout_kit.functions import removal_policy
 
 
 # Services that publish to the kit's alarm topics. CloudWatch publishes alarm notifications as
@@ -35,16 +35,16 @@ def alarm_source_conditions(scope: Construct) -> dict:
     }
 
 
-def alarm_topic(scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, what: str) -> sns.Topic:
+def alarm_topic(scope: Construct, construct_id: str, *, settings: ResourceSettings, what: str) -> sns.Topic:
     """The SNS topic alarms notify: encrypted with its own customer-managed key (rotation on)
     that CloudWatch may use, a topic policy that lets CloudWatch publish, TLS only for the rest;
     both grants limited to this account's alarms."""
     key = kms.Key(
         scope,
         f"{construct_id}Key",
-        description=f"Encrypts the fan-out kit's {what} alarm topic ({cfg.name}); CloudWatch alarms may use it",
+        description=f"Encrypts the fan-out kit's {what} alarm topic ({settings.environment_name}); CloudWatch alarms may use it",
         enable_key_rotation=True,
-        removal_policy=removal_policy(cfg),
+        removal_policy=removal_policy(settings),
     )
     conditions = alarm_source_conditions(scope)
     key.add_to_resource_policy(
@@ -59,7 +59,7 @@ def alarm_topic(scope: Construct, construct_id: str, *, cfg: EnvironmentConfig, 
     topic = sns.Topic(
         scope,
         construct_id,
-        display_name=f"Fan-out kit {what} alarms ({cfg.name})",
+        display_name=f"Fan-out kit {what} alarms ({settings.environment_name})",
         master_key=key,
         enforce_ssl=True,
     )
@@ -84,23 +84,25 @@ class WorkflowAlarms(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cfg: EnvironmentConfig,
+        settings: ResourceSettings,
+        alarms: AlarmThresholds,
+        topic: sns.ITopic | None = None,
         workflow: str,
         state_machine: sfn.StateMachine,
         dlq: sqs.Queue,
         functions: dict[str, lambda_.Function],
     ) -> None:
         super().__init__(scope, construct_id)
-        thresholds = cfg.alarms
+        thresholds = alarms
         period = Duration.minutes(thresholds.period_minutes)
-        self.topic = alarm_topic(self, "Topic", cfg=cfg, what=workflow)
+        self.topic = topic or alarm_topic(self, "Topic", settings=settings, what=workflow)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
         def alarm(name: str, metric: cloudwatch.IMetric, threshold: int, description: str) -> None:
             created = metric.create_alarm(
                 self,
                 name,
-                alarm_description=f"{description} ({workflow}, {cfg.name})",
+                alarm_description=f"{description} ({workflow}, {settings.environment_name})",
                 threshold=threshold,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

@@ -21,8 +21,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from stacks.config import EnvironmentConfig
-from stacks.constructs.functions import KitFunction
+from fanout_kit.settings import ResourceSettings
+from fanout_kit.functions import KitFunction
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
@@ -34,7 +34,7 @@ class ExecutionFailureGuard(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cfg: EnvironmentConfig,
+        settings: ResourceSettings,
         state_machine: sfn.IStateMachine,
         status_table: dynamodb.ITable,
         dlq: sqs.IQueue,
@@ -43,7 +43,7 @@ class ExecutionFailureGuard(Construct):
         self.function = KitFunction(
             self,
             "RecordExecutionFailure",
-            cfg=cfg,
+            settings=settings,
             handler="record_execution_failure.handler",
             description="Records FAILED for an execution that failed, timed out or was stopped "
             "outside the workflow's verdict, and dead-letters its context",

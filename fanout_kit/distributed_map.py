@@ -1,0 +1,203 @@
+"""DistributedMapFanOut: N items (a few to millions) from an S3 manifest or the execution input,
+one child execution per batch of items running your worker function, exhausted items to the DLQ,
+the final status only when the map run counted every item as succeeded (or within the failure
+threshold). The batch data bucket holds the manifests and the map runs' results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import Fn, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from fanout_common.manifest import MANIFEST_PREFIX
+from fanout_common.map_results import RESULTS_PREFIX
+from fanout_kit.batch_data_bucket import BatchDataBucket
+from fanout_kit.functions import KitFunction
+from fanout_kit.nag import acknowledge_map_workflow
+from fanout_kit.parallel import FanOutTask, workflow_tasks
+from fanout_kit.settings import AlarmThresholds, MapSettings, ResourceSettings, WorkflowRetries
+from fanout_kit.workflow import FanOutWorkflow
+from statemachines.checks import ConfigError
+from statemachines.express_budget import check_express_children
+from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
+
+EXPRESS_BUDGET_FIX = (
+    "lower the worker function's timeout or retries.(transient|retryable|dlq_send).max_attempts / "
+    "max_delay_seconds, or set map.child_execution_type to STANDARD"
+)
+
+
+class DistributedMapFanOut(FanOutWorkflow):
+    """The Distributed Map fan-out workflow. Read-only attributes: ``state_machine``,
+    ``dead_letter_queue``, ``status_table``, ``data_bucket``, ``update_final_status``,
+    ``prepare_batch``, ``forward_failed_items``, ``alarm_topic`` (None without alarms), ``alarms``,
+    ``failure_guard``, ``child_worst_case_seconds`` (EXPRESS children: worst case per Map state)."""
+
+    workflow = "map"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        worker: FanOutTask,
+        map: MapSettings = MapSettings(),  # noqa: A002  (the prop is named after what it configures)
+        retries: WorkflowRetries = WorkflowRetries(),
+        existing_data_bucket: s3.IBucket | None = None,
+        existing_dead_letter_queue: sqs.IQueue | None = None,
+        dead_letter_queue_props: Mapping[str, Any] | None = None,
+        existing_status_table: dynamodb.ITable | None = None,
+        status_table_props: Mapping[str, Any] | None = None,
+        execution_timeout_minutes: int = 120,
+        alarms: AlarmThresholds | None = AlarmThresholds(),
+        existing_alarm_topic: sns.ITopic | None = None,
+        include_execution_data: bool = False,
+        log_group_name: str | None = None,
+        settings: ResourceSettings = ResourceSettings(),
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            settings=settings,
+            retries=retries,
+            dead_letter_queue_id="ItemDeadLetterQueue",
+            existing_dead_letter_queue=existing_dead_letter_queue,
+            dead_letter_queue_props=dead_letter_queue_props,
+            existing_status_table=existing_status_table,
+            status_table_props=status_table_props,
+        )
+        if not isinstance(map, MapSettings):
+            raise ConfigError(f"map: must be a MapSettings, got {map!r}")
+        (child,) = workflow_tasks([worker], retries, prop="worker")
+        self.data_bucket: s3.IBucket = existing_data_bucket or BatchDataBucket(
+            self, "BatchData", settings=settings, retention_days=map.results_retention_days
+        ).bucket
+        bucket = self.data_bucket
+        dlq = self.dead_letter_queue
+
+        self.prepare_batch = KitFunction(
+            self,
+            "PrepareBatch",
+            settings=settings,
+            handler="prepare_map_batch.handler",
+            description="Validates a Map batch and streams its manifest (every item checked)",
+            service="PrepareBatch",
+            environment={
+                "BATCH_BUCKET_NAME": bucket.bucket_name,
+                "MAX_ITEM_BYTES": str(map.max_item_bytes),
+                "MAX_INLINE_ITEMS": str(map.max_inline_items),
+            },
+            timeout_seconds=300,
+        ).function
+        self.forward_failed_items = KitFunction(
+            self,
+            "ForwardFailedItems",
+            settings=settings,
+            handler="forward_failed_items.handler",
+            description="Sends the items of Map children stopped before their DLQ step to the DLQ",
+            service="ForwardFailedItems",
+            environment={"DLQ_URL": dlq.queue_url, "TASK_NAME": child.name},
+            timeout_seconds=300,
+        ).function
+        # PrepareBatch reads uploaded manifests and writes inline items, under manifests/ only.
+        # s3:ListBucket on the bucket: without it S3 answers a GetObject of a missing key with 403
+        # AccessDenied instead of 404 NoSuchKey (GetObject API reference, "Permissions"), and
+        # PrepareBatch could not name the missing manifest. moto answers 404 either way. Not
+        # narrowed with an s3:prefix condition: AWS documents the 404 for "s3:ListBucket permission
+        # on the bucket", and a GetObject request carries no s3:prefix key for a condition to match.
+        self.prepare_batch.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[bucket.arn_for_objects(f"{MANIFEST_PREFIX}*")],
+            )
+        )
+        self.prepare_batch.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn])
+        )
+        self.forward_failed_items.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{RESULTS_PREFIX}*")])
+        )
+        dlq.grant_send_messages(self.forward_failed_items)
+
+        definition = build_map_workflow(
+            self.states_scope,
+            run=MapRunSettings(
+                items_per_batch=map.items_per_batch,
+                max_concurrency=map.max_concurrency,
+                express_children=map.child_execution_type == "EXPRESS",
+                failure_threshold=map.failure_threshold,
+            ),
+            worker=child,
+            prepare=self.prepare_batch,
+            forward_failed=self.forward_failed_items,
+            update_final_status=self.update_final_status,
+            dlq=dlq,
+            bucket=bucket,
+            status_table=self.status_table,
+            dlq_send_retry=retries.dlq_send,
+            status_write_retry=retries.status_write,
+        )
+        self._add_state_machine(
+            definition,
+            {
+                "PrepareBatch": self.prepare_batch,
+                child.name: child.function,
+                "ForwardFailedItems": self.forward_failed_items,
+                "UpdateFinalStatus": self.update_final_status,
+            },
+            comment=f"Distributed Map fan-out ({settings.environment_name}); finalizes only if every item succeeded",
+            execution_timeout_minutes=execution_timeout_minutes,
+            include_execution_data=include_execution_data,
+            log_group_name=log_group_name,
+            alarms=alarms,
+            existing_alarm_topic=existing_alarm_topic,
+        )
+        self.child_worst_case_seconds = self._check_express_budget()
+        self._grant_read_map_runs()
+        acknowledge_map_workflow(
+            Stack.of(self), self.state_machine, self.state_machine.role, bucket, self.prepare_batch,
+            map_labels=[f"ProcessItems{fmt}" for fmt in FORMATS],
+            map_run_policy=self.map_run_policy, forward_function=self.forward_failed_items,
+        )
+
+    def _definition(self) -> dict:
+        """The state machine's ASL as it deploys (tokens such as ARNs replaced by a placeholder)."""
+        resolved = Stack.of(self).resolve(self.state_machine.node.default_child.definition_string)
+        if isinstance(resolved, dict) and "Fn::Join" in resolved:
+            resolved = "".join(p if isinstance(p, str) else "TOKEN" for p in resolved["Fn::Join"][1])
+        return json.loads(resolved)
+
+    def _check_express_budget(self) -> dict[str, float]:
+        """Refuse at synth an EXPRESS child that could outlast AWS's 5-minute Express limit
+        (ExpressBudgetError, a ConfigError; its ``problem`` is the message without the fix)."""
+        return check_express_children(self._definition(), fix=EXPRESS_BUDGET_FIX)
+
+    def _grant_read_map_runs(self) -> None:
+        """ReadMapRun calls sfn:DescribeMapRun on this state machine's own map runs. A separate
+        policy (as CDK does for the Distributed Map's own grants): the state machine's name is
+        known only once it exists."""
+        stack = Stack.of(self)
+        name = Fn.select(6, Fn.split(":", self.state_machine.state_machine_arn))
+        self.map_run_policy = iam.Policy(
+            self,
+            "MapRunReaderPolicy",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["states:DescribeMapRun"],
+                    resources=[
+                        f"arn:{stack.partition}:states:{stack.region}:{stack.account}:mapRun:{name}/ProcessItems{fmt}:*"
+                        for fmt in FORMATS
+                    ],
+                )
+            ],
+        )
+        self.map_run_policy.attach_to_role(self.state_machine.role)
+

@@ -1,0 +1,137 @@
+"""What both fan-out workflows share: a dead-letter queue and the batch status store (created or
+passed in), UpdateFinalStatus, and at the end the state machine with its logs, tracing, failure
+guard, alarms and dashboard. ParallelFanOut and DistributedMapFanOut add their own states."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from fanout_kit.dead_letter_queue import TaskDeadLetterQueue
+from fanout_kit.execution_failure_guard import ExecutionFailureGuard
+from fanout_kit.final_status_store import FinalStatusStore
+from fanout_kit.settings import VENDED_LOGS_PREFIX, AlarmThresholds, ResourceSettings, WorkflowRetries
+from fanout_kit.workflow_alarms import WorkflowAlarms
+from fanout_kit.workflow_state_machine import WorkflowStateMachine
+from statemachines.checks import ConfigError, whole_number
+
+
+def one_of(existing: object, props: object, existing_name: str, props_name: str) -> None:
+    """An existing resource and the props to create one exclude each other."""
+    if existing is not None and props is not None:
+        raise ConfigError(f"{existing_name} and {props_name}: pass one of them, not both")
+
+
+class FanOutWorkflow(Construct):
+    """Base of the workflow constructs. Attributes (read-only): ``dead_letter_queue``,
+    ``status_table``, ``update_final_status``, then ``state_machine``, ``failure_guard``,
+    ``alarm_topic`` (None without alarms), ``alarms``."""
+
+    workflow: str  # "parallel" or "map": names the alarms and the dashboard
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: ResourceSettings,
+        retries: WorkflowRetries,
+        dead_letter_queue_id: str,
+        existing_dead_letter_queue: sqs.IQueue | None,
+        dead_letter_queue_props: Mapping[str, Any] | None,
+        existing_status_table: dynamodb.ITable | None,
+        status_table_props: Mapping[str, Any] | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        one_of(existing_dead_letter_queue, dead_letter_queue_props, "existing_dead_letter_queue", "dead_letter_queue_props")
+        one_of(existing_status_table, status_table_props, "existing_status_table", "status_table_props")
+        if status_table_props and {"partition_key", "sort_key"} & set(status_table_props):
+            raise ConfigError("status_table_props: the key is the kit's (batchId); leave partition_key and sort_key out")
+        if not isinstance(retries, WorkflowRetries):
+            raise ConfigError(f"retries: must be a WorkflowRetries, got {retries!r}")
+        self.settings = settings
+        self.retries = retries
+        self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or TaskDeadLetterQueue(
+            self, dead_letter_queue_id, settings=settings, overrides=dead_letter_queue_props
+        ).queue
+        store = FinalStatusStore(
+            self, "FinalStatus", settings=settings, existing_table=existing_status_table, table_overrides=status_table_props
+        )
+        self.status_table: dynamodb.ITable = store.table
+        self.update_final_status: lambda_.Function = store.update_final_status
+        self.states_scope = Construct(self, "States")  # own scope: state names may equal construct ids
+
+    def _add_state_machine(
+        self,
+        definition: sfn.IChainable,
+        functions: dict[str, lambda_.IFunction],
+        *,
+        comment: str,
+        execution_timeout_minutes: int,
+        include_execution_data: bool,
+        log_group_name: str | None,
+        alarms: AlarmThresholds | None,
+        existing_alarm_topic: sns.ITopic | None,
+    ) -> None:
+        """``functions``: every function the state machine invokes, by name (its invoke grants and
+        its alarms)."""
+        whole_number(execution_timeout_minutes, "execution_timeout_minutes", 1, 525_600, "a Standard execution runs at most a year")
+        if alarms is None and existing_alarm_topic is not None:
+            raise ConfigError("existing_alarm_topic: alarms are off (alarms=None); pass AlarmThresholds() to turn them on")
+        if log_group_name is not None and not log_group_name.startswith(VENDED_LOGS_PREFIX):
+            raise ConfigError(
+                f"log_group_name: must start with {VENDED_LOGS_PREFIX} (Step Functions' vended logs), got {log_group_name!r}"
+            )
+        self.functions = functions
+        self.workflow_construct = WorkflowStateMachine(
+            self,
+            "Workflow",
+            settings=self.settings,
+            log_group_name=log_group_name or f"{VENDED_LOGS_PREFIX}{Stack.of(self).stack_name}-{self.node.id}",
+            include_execution_data=include_execution_data,
+            execution_timeout_minutes=execution_timeout_minutes,
+            definition=definition,
+            invoked_functions=list(functions.values()),
+            comment=comment,
+        )
+        self.state_machine: sfn.StateMachine = self.workflow_construct.state_machine
+        # Executions that end outside the workflow's own verdict leave a record and a DLQ message.
+        self.failure_guard = ExecutionFailureGuard(
+            self,
+            "FailureGuard",
+            settings=self.settings,
+            state_machine=self.state_machine,
+            status_table=self.status_table,
+            dlq=self.dead_letter_queue,
+        )
+        self.alarms: WorkflowAlarms | None = None
+        self.alarm_topic: sns.ITopic | None = None
+        if alarms is not None:
+            self.alarms = WorkflowAlarms(
+                self,
+                "Alarms",
+                settings=self.settings,
+                alarms=alarms,
+                topic=existing_alarm_topic,
+                workflow=self.workflow,
+                state_machine=self.state_machine,
+                dlq=self.dead_letter_queue,
+                functions={**functions, "RecordExecutionFailure": self.failure_guard.function},
+            )
+            self.alarm_topic = self.alarms.topic
+
+    def add_outputs(self) -> None:
+        """CloudFormation outputs the `fanout` command line reads (status, watch, dlq)."""
+        CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
+        CfnOutput(self, "DeadLetterQueueUrl", value=self.dead_letter_queue.queue_url)
+        CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
+        if self.alarm_topic is not None:
+            CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)

@@ -1,1 +1,0 @@
-"""Constructs, one concern each: functions, dead-letter queue, status store, state machine."""
