@@ -47,6 +47,8 @@ def acknowledge_state_machine_role(role: IConstruct, invoked: list[lambda_.Funct
     )
     stack = Stack.of(role)
     for fn in invoked:
+        if fn.node.default_child is None or Stack.of(fn) is not stack:
+            continue  # a function imported or from another stack: its finding is the app's to review
         logical_id = stack.resolve(stack.get_logical_id(fn.node.default_child))
         acknowledge(
             role,

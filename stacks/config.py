@@ -52,7 +52,7 @@ MAP_RETRY_KINDS = ("transient", "retryable", "dlqSend")  # map.retry: the Map ch
 WORKER_TIMEOUT_RANGE = (1, 900, "the Map worker function's timeout")
 
 
-def _camel(name: str) -> str:
+def cdk_json_name(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
@@ -61,7 +61,7 @@ def _whole_numbers(raw: Mapping[str, Any], where: str, ranges: Mapping[str, tupl
     """Attribute -> value of each whole-number setting, read from its camelCase cdk.json key with
     the construct's range (``ranges``: attribute -> (low, high, meaning))."""
     return {
-        attr: whole_number(raw.get(_camel(attr)), f"{where}.{_camel(attr)}", low, high, meaning)
+        attr: whole_number(raw.get(cdk_json_name(attr)), f"{where}.{cdk_json_name(attr)}", low, high, meaning)
         for attr, (low, high, meaning) in ranges.items()
     }
 
@@ -188,7 +188,7 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
 
 def _map_settings(raw: Any, where: str) -> tuple[MapSettings, int]:
     """(the construct's MapSettings, the worker function's timeout)."""
-    int_keys = [_camel(a) for a in MapSettings.RANGES] + ["workerTimeoutSeconds"]
+    int_keys = [cdk_json_name(a) for a in MapSettings.RANGES] + ["workerTimeoutSeconds"]
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: must be an object with {', '.join([*int_keys, 'childExecutionType'])}")
     unknown = sorted(set(raw) - set(int_keys) - {"childExecutionType", "retry", "workerReservedConcurrency"})
@@ -210,9 +210,9 @@ def _map_settings(raw: Any, where: str) -> tuple[MapSettings, int]:
     return MapSettings(child_execution_type=kind, worker_reserved_concurrency=reserved, **values), worker_timeout
 
 
-def _ledger_settings(env: Mapping[str, Any], name: str) -> LedgerSettings:
+def load_ledger_settings(env: Mapping[str, Any], name: str) -> LedgerSettings:
     where = f"context.{ENVIRONMENTS_KEY}.{name}.{LEDGER_KEY}"
-    fields = [_camel(a) for a in LedgerSettings.RANGES]
+    fields = [cdk_json_name(a) for a in LedgerSettings.RANGES]
     raw = env.get(LEDGER_KEY)
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: missing; must be an object with {', '.join(fields)}")
@@ -259,7 +259,7 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
     raw_alarms = env.get("alarms")
     alarm_ranges = {f.name: (1, None, "") for f in dataclasses.fields(AlarmThresholds)}
     if not isinstance(raw_alarms, Mapping):
-        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(map(_camel, alarm_ranges))}")
+        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(map(cdk_json_name, alarm_ranges))}")
     alarms = AlarmThresholds(**_whole_numbers(raw_alarms, f"{where}.alarms", alarm_ranges))
     map_settings, worker_timeout = _map_settings(env.get("map"), f"{where}.map")
     top = _whole_numbers(
@@ -289,7 +289,7 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         map_worker=_tasks([context.get(MAP_WORKER_KEY)], map_retry)[0],
         map_worker_timeout_seconds=worker_timeout,
         map_dlq_send_retry=map_retry["dlqSend"],
-        ledger=_ledger_settings(env, name),
+        ledger=load_ledger_settings(env, name),
         transient_retry=retry["transient"],
         retryable_retry=retry["retryable"],
     )

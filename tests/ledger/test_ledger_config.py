@@ -7,8 +7,10 @@ import re
 
 import pytest
 
-from stacks.config import ENVIRONMENTS_KEY, ConfigError, read_cdk_context
-from stacks.ledger_config import FIELDS, LedgerSettings, load_ledger_settings
+from fanout_kit.settings import LedgerSettings
+from stacks.config import ENVIRONMENTS_KEY, ConfigError, cdk_json_name, load_ledger_settings, read_cdk_context
+
+FIELDS = [cdk_json_name(name) for name in LedgerSettings.RANGES]  # the cdk.json names
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +24,12 @@ def test_dev_and_prod_settings_load(environments):
     assert dev == LedgerSettings(10, 0, 7, 60, 3, 10, 100, 3, 1, 5, counter_shards=1)
     assert (prod.ttl_days, prod.max_receive_count, prod.kinesis_shard_count) == (30, 5, 2)
     assert prod.counter_shards == 8
+    assert FIELDS[0] == "consumerMaxConcurrency" and "counterShards" in FIELDS
+
+
+def test_the_construct_checks_the_same_ranges_with_its_own_prop_names():
+    with pytest.raises(ConfigError, match=r"^ledger\.counter_shards: must be a whole number from 1 to 99 "):
+        LedgerSettings(counter_shards=100)
 
 
 @pytest.mark.parametrize(
