@@ -23,7 +23,7 @@ from fanout_kit.batch_data_bucket import BatchDataBucket
 from fanout_kit.functions import KitFunction
 from fanout_kit.nag import acknowledge_map_workflow
 from fanout_kit.parallel import FanOutTask, workflow_tasks
-from fanout_kit.settings import AlarmThresholds, MapSettings, ResourceSettings, WorkflowRetries
+from fanout_kit.settings import MAP_RETRIES, AlarmThresholds, MapSettings, ResourceSettings, WorkflowRetries
 from fanout_kit.workflow import FanOutWorkflow
 from statemachines.checks import ConfigError
 from statemachines.express_budget import check_express_children
@@ -50,7 +50,7 @@ class DistributedMapFanOut(FanOutWorkflow):
         *,
         worker: FanOutTask,
         map: MapSettings = MapSettings(),  # noqa: A002  (the prop is named after what it configures)
-        retries: WorkflowRetries = WorkflowRetries(),
+        retries: WorkflowRetries = MAP_RETRIES,
         existing_data_bucket: s3.IBucket | None = None,
         existing_dead_letter_queue: sqs.IQueue | None = None,
         dead_letter_queue_props: Mapping[str, Any] | None = None,

@@ -79,6 +79,16 @@ class WorkflowRetries:
             value._check(f"retries.{f.name}")
 
 
+# The Distributed Map's defaults: an EXPRESS child must fit AWS's 5 minutes with every retry
+# exhausted (statemachines/express_budget.py), so it retries less than a Parallel task. With a
+# worker timeout of 20 s (50 s per attempt with the task margin) the worst case is 244 s.
+MAP_RETRIES = WorkflowRetries(
+    transient=RetrySettings(2, 1, 2.0, 60),
+    retryable=RetrySettings(5, 2, 2.0, 10),
+    dlq_send=RetrySettings(1, 3, 2.0, 4),
+)
+
+
 @dataclass(frozen=True)
 class AlarmThresholds:
     """Each alarm fires when its metric reaches the threshold within one period."""

@@ -1,9 +1,7 @@
 """Suite-wide setup: import paths, offline fake AWS credentials, and the supported Node for jsii."""
 
 import os
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # Nothing here may reach AWS: fake credentials, a fixed region, no IMDS lookups.
 for key, value in {

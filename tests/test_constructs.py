@@ -1,0 +1,230 @@
+"""Each kit construct built alone in a bare Stack, as another CDK app would use it, and checked
+with aws_cdk.assertions: its resources, its defaults, the props that replace them, and a clear
+error (naming the prop) for impossible props."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App, Duration, Environment, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Match, Template
+
+from fanout.local.template import state_machine_definitions
+from fanout_kit import (
+    AlarmThresholds,
+    CompletionLedger,
+    ConfigError,
+    DistributedMapFanOut,
+    FanOutTask,
+    LedgerSettings,
+    MapSettings,
+    ParallelFanOut,
+    ResourceSettings,
+    RetrySettings,
+    WorkflowRetries,
+)
+
+ENV = Environment(account="123456789012", region="eu-west-1")
+
+
+def bare_stack(name: str = "Bare") -> Stack:
+    return Stack(App(), name, env=ENV)
+
+
+def user_function(stack: Stack, name: str, timeout: int = 10) -> lambda_.Function:
+    """A function of the user's own (not from the kit's asset)."""
+    return lambda_.Function(
+        stack, name, runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return event\n"),
+        timeout=Duration.seconds(timeout),
+    )
+
+
+def definition(template: Template) -> dict:
+    """The state machine's ASL, resolved as the local engine resolves it."""
+    (asl,) = state_machine_definitions(template.to_json(), ENV.region).values()
+    return asl
+
+
+def test_parallel_fan_out_alone_runs_the_users_functions_with_per_task_retries():
+    stack = bare_stack()
+    fast = RetrySettings(1, 2, 2.0, 4)
+    fanout = ParallelFanOut(
+        stack, "Orders",
+        tasks=[
+            FanOutTask("Charge", user_function(stack, "ChargeFn"), retryable=fast),
+            FanOutTask("Notify", user_function(stack, "NotifyFn")),
+        ],
+    )
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    template.resource_count_is("AWS::SQS::Queue", 1)  # the DLQ
+    template.has_resource_properties("AWS::DynamoDB::Table", {
+        "KeySchema": [{"AttributeName": "batchId", "KeyType": "HASH"}],
+        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        "DeletionProtectionEnabled": True,  # secure default: data retained
+    })
+    template.has_resource_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True, "MessageRetentionPeriod": 1209600})
+    template.has_resource_properties("AWS::Logs::LogGroup", {"LogGroupName": "/aws/vendedlogs/states/Bare-Orders"})
+    template.has_resource_properties("AWS::StepFunctions::StateMachine", {
+        "LoggingConfiguration": Match.object_like({"IncludeExecutionData": False, "Level": "ALL"}),
+        "TracingConfiguration": {"Enabled": True},
+    })
+    # the kit's own functions: input check, final status, failure guard; plus the user's two
+    functions = template.find_resources("AWS::Lambda::Function")
+    services = sorted(f["Properties"].get("Environment", {}).get("Variables", {}).get("POWERTOOLS_SERVICE_NAME", "user")
+                      for f in functions.values())
+    assert services == ["RecordExecutionFailure", "UpdateFinalStatus", "ValidateInput", "user", "user"]
+    asl = definition(template)
+    branches = asl["States"]["RunTasks"]["Branches"]
+    retries = {b["StartAt"]: b["States"][f"Run {b['StartAt'][4:-1]}"]["Retry"] for b in branches}
+    charge_retryable = retries["Run Charge?"][2]
+    assert charge_retryable["ErrorEquals"] == ["RetryableTaskError"] and charge_retryable["MaxAttempts"] == 2
+    assert retries["Run Notify?"][2]["MaxAttempts"] == WorkflowRetries().retryable.max_attempts
+    # read-only attributes
+    assert fanout.alarm_topic is not None and fanout.state_machine and fanout.status_table and fanout.dead_letter_queue
+    template.resource_count_is("AWS::SNS::Topic", 1)
+    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_parallel_fan_out_takes_existing_resources_and_alarms_off():
+    stack = bare_stack()
+    queue = sqs.Queue(stack, "MyDlq", enforce_ssl=True)
+    table = dynamodb.Table(stack, "MyStatus", partition_key=dynamodb.Attribute(name="batchId", type=dynamodb.AttributeType.STRING))
+    fanout = ParallelFanOut(
+        stack, "Orders", tasks=[FanOutTask("Charge", user_function(stack, "ChargeFn"))],
+        existing_dead_letter_queue=queue, existing_status_table=table, alarms=None,
+        settings=ResourceSettings(environment_name="staging", retain_data=False, log_retention_days=14),
+    )
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::SQS::Queue", 1)
+    template.resource_count_is("AWS::DynamoDB::Table", 1)
+    template.resource_count_is("AWS::CloudWatch::Alarm", 0)
+    template.resource_count_is("AWS::SNS::Topic", 0)
+    assert fanout.dead_letter_queue is queue and fanout.status_table is table and fanout.alarm_topic is None
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({"FANOUT_ENV": "staging", "POWERTOOLS_SERVICE_NAME": "UpdateFinalStatus"})},
+    })
+    template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 14})
+
+
+def test_parallel_fan_out_uses_an_existing_alarm_topic():
+    stack = bare_stack()
+    topic = sns.Topic(stack, "Pager")
+    fanout = ParallelFanOut(stack, "Orders", tasks=[FanOutTask("Charge", user_function(stack, "ChargeFn"))],
+                            alarms=AlarmThresholds(lambda_errors=3), existing_alarm_topic=topic)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::SNS::Topic", 1)
+    assert fanout.alarm_topic is topic
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {"MetricName": "Errors", "Threshold": 3})
+
+
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"tasks": []}, "tasks: must be a non-empty list of FanOutTask"),
+        ({"tasks": [("Charge", None)]}, "tasks[0]: must be a FanOutTask(name, function, ...), got tuple"),
+        ({"tasks": "lower"}, "tasks[0].name: must be PascalCase"),
+        ({"tasks": "twice"}, "tasks[1].name: Charge is used twice"),
+        ({"tasks": "nofunction"}, "tasks[0].function: must be a Lambda function (IFunction)"),
+        ({"dead_letter_queue_props": {"retention_period": Duration.days(4)}, "existing_dead_letter_queue": "queue"},
+         "existing_dead_letter_queue and dead_letter_queue_props: pass one of them, not both"),
+        ({"status_table_props": {"partition_key": None}}, "status_table_props: the key is the kit's (batchId)"),
+        ({"existing_alarm_topic": "topic", "alarms": None}, "existing_alarm_topic: alarms are off"),
+        ({"execution_timeout_minutes": 0}, "execution_timeout_minutes: must be a whole number from 1 to 525600"),
+        ({"log_group_name": "/my/logs"}, "log_group_name: must start with /aws/vendedlogs/states/"),
+    ],
+)
+def test_impossible_parallel_props_are_refused_at_synth_naming_the_prop(props, message):
+    stack = bare_stack()
+    fn = user_function(stack, "Fn")
+    special = {
+        "lower": [FanOutTask("charge", fn)],
+        "twice": [FanOutTask("Charge", fn), FanOutTask("Charge", fn)],
+        "nofunction": [FanOutTask("Charge", "arn:aws:lambda:eu-west-1:123456789012:function:x")],
+    }
+    if isinstance(props.get("tasks"), str):
+        props["tasks"] = special[props["tasks"]]
+    if props.get("existing_dead_letter_queue") == "queue":
+        props["existing_dead_letter_queue"] = sqs.Queue(stack, "Q")
+    if props.get("existing_alarm_topic") == "topic":
+        props["existing_alarm_topic"] = sns.Topic(stack, "T")
+    with pytest.raises(ConfigError) as err:
+        ParallelFanOut(stack, "Orders", **{"tasks": [FanOutTask("Charge", fn)], **props})
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: RetrySettings(5, 1, 2.0, 2)._check("retries.transient"),
+         "retries.transient.maxDelaySeconds: must be >= intervalSeconds"),
+        (lambda: ResourceSettings(log_retention_days=10), "log_retention_days: 10 is not a CloudWatch Logs retention"),
+        (lambda: ResourceSettings(function_timeout_seconds=901), "ResourceSettings.function_timeout_seconds: must be a whole number from 1 to 900"),
+        (lambda: AlarmThresholds(period_minutes=0), "alarms.period_minutes: must be a whole number >= 1"),
+        (lambda: MapSettings(items_per_batch=True), "map.items_per_batch: must be a whole number from 1 to 100000"),
+        (lambda: MapSettings(max_concurrency=50, worker_reserved_concurrency=10),
+         "map.worker_reserved_concurrency: 10 is below max_concurrency 50"),
+        (lambda: MapSettings(child_execution_type="FAST"), "map.child_execution_type: must be EXPRESS or STANDARD"),
+        (lambda: LedgerSettings(batch_size=11), "ledger.batch_size: must be a whole number from 1 to 10"),
+    ],
+)
+def test_impossible_settings_are_refused_naming_the_prop(build, message):
+    with pytest.raises(ConfigError) as err:
+        build()
+    assert str(err.value).startswith(message)
+
+
+def test_distributed_map_fan_out_alone_with_an_existing_bucket():
+    """The defaults (MAP_RETRIES) fit a 20 s worker in the Express limit."""
+    stack = bare_stack()
+    bucket = s3.Bucket(stack, "Data", enforce_ssl=True)
+    fanout = DistributedMapFanOut(
+        stack, "Images",
+        worker=FanOutTask("ResizeImages", user_function(stack, "ResizeFn", timeout=20)),
+        map=MapSettings(items_per_batch=50, max_concurrency=200, failure_threshold=2),
+        existing_data_bucket=bucket,
+    )
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::S3::Bucket", 1)
+    assert fanout.data_bucket is bucket
+    asl = definition(template)
+    maps = [s for s in asl["States"].values() if s["Type"] == "Map"]
+    assert {m["ItemBatcher"]["MaxItemsPerBatch"] for m in maps} == {50}
+    assert {m["MaxConcurrency"] for m in maps} == {200}
+    assert asl["States"]["WithinFailureThreshold?"]["Choices"][0]["NumericLessThanEquals"] == 2
+    assert fanout.child_worst_case_seconds == {"ProcessItems JSON": 244, "ProcessItems CSV": 244}
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({"TASK_NAME": "ResizeImages"})},
+    })
+
+
+def test_distributed_map_fan_out_refuses_an_express_child_over_five_minutes_naming_the_props():
+    stack = bare_stack()
+    with pytest.raises(ConfigError) as err:
+        DistributedMapFanOut(stack, "Images", worker=FanOutTask("ResizeImages", user_function(stack, "ResizeFn", timeout=120)))
+    message = str(err.value)
+    assert "over the 300 s Express limit" in message
+    assert message.endswith("lower the worker function's timeout or retries.(transient|retryable|dlq_send).max_attempts / "
+                            "max_delay_seconds, or set map.child_execution_type to STANDARD")
+    # STANDARD children have no such limit
+    DistributedMapFanOut(bare_stack("Other"), "Images", map=MapSettings(child_execution_type="STANDARD"),
+                         worker=FanOutTask("ResizeImages", user_function(bare_stack("Fn"), "ResizeFn", timeout=120)))
+
+
+def test_completion_ledger_alone_with_the_sqs_intake_only():
+    stack = bare_stack()
+    ledger = CompletionLedger(stack, "Ledger", kinesis_intake=False, ledger=LedgerSettings(counter_shards=4, deadline_minutes=30))
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::Kinesis::Stream", 0)
+    template.resource_count_is("AWS::SQS::Queue", 2)  # the child queue and its DLQ
+    assert ledger.stream is None and ledger.child_queue is not None
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({"LEDGER_COUNTER_SHARDS": "4", "LEDGER_DEADLINE_MINUTES": "30"})},
+    })
+    with pytest.raises(ConfigError, match="sqs_intake, kinesis_intake: at least one intake must be on"):
+        CompletionLedger(bare_stack("Other"), "Ledger", sqs_intake=False, kinesis_intake=False)
