@@ -1,0 +1,163 @@
+"""The kit's layering, checked on the source: no import cycle, each layer imports only the layers
+below it, and every module is loaded under exactly one name.
+
+Layers, bottom up: fanout_common (the handlers' shared code) < statemachines (workflow builders,
+pure rules) < fanout_kit (constructs) < stacks (this app: cdk.json -> props) < fanout (CLI, local
+engine). The handlers (lambdas/*.py) use fanout_common only.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAMBDAS = ROOT / "lambdas"
+PACKAGES = ("fanout_common", "statemachines", "fanout_kit", "stacks", "fanout")
+# package -> packages it must never import (at module level or inside a function)
+FORBIDDEN = {
+    "fanout_common": {"statemachines", "fanout_kit", "stacks", "fanout"},
+    "statemachines": {"fanout_kit", "stacks", "fanout"},
+    "fanout_kit": {"stacks", "fanout"},
+    "stacks": {"fanout"},
+    "handlers": {"statemachines", "fanout_kit", "stacks", "fanout"},
+}
+
+
+def source_modules() -> dict[str, Path]:
+    """Module name (as imported: root and lambdas/ are the import roots) -> file."""
+    found: dict[str, Path] = {}
+    for package in ("statemachines", "fanout_kit", "stacks", "fanout"):
+        for path in (ROOT / package).rglob("*.py"):
+            found[".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = path
+    for path in (LAMBDAS / "fanout_common").rglob("*.py"):
+        found[".".join(path.relative_to(LAMBDAS).with_suffix("").parts).removesuffix(".__init__")] = path
+    for path in LAMBDAS.glob("*.py"):
+        found[path.stem] = path
+    return found
+
+
+def imports(path: Path, module: str, top_level_only: bool) -> Iterator[str]:
+    """Names of the modules ``module`` imports (relative imports resolved); with
+    ``top_level_only``, only the statements that run at import time (not in functions, not under
+    ``if TYPE_CHECKING``)."""
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def walk(nodes: list[ast.stmt]) -> Iterator[ast.stmt]:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and top_level_only:
+                continue
+            if isinstance(node, ast.If) and top_level_only and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            yield node
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                children = getattr(node, field, None)
+                if isinstance(children, list):
+                    yield from walk([c for c in children if isinstance(c, ast.AST)])
+
+    for node in walk(tree.body):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def graph(top_level_only: bool) -> dict[str, set[str]]:
+    modules = source_modules()
+    return {
+        name: {dep for dep in imports(path, name, top_level_only) if dep in modules and dep != name}
+        for name, path in modules.items()
+    }
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in edges:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def layer(module: str) -> str:
+    top = module.split(".")[0]
+    return top if top in PACKAGES else "handlers"
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_among_the_kits_modules():
+    edges = graph(top_level_only=True)
+    assert len(edges) > 60  # every module of the five packages and the handlers was read
+    assert cycles(edges) == []
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    wrong = sorted(
+        f"{module} imports {dep}"
+        for module, deps in graph(top_level_only=False).items()
+        for dep in deps
+        if layer(dep) in FORBIDDEN.get(layer(module), set())
+    )
+    assert wrong == []
+
+
+def test_every_module_is_loaded_under_one_name():
+    """The CDK app, the command line and every handler loaded in one interpreter: no file is
+    a module twice (as fanout_common was, under lambdas.fanout_common too)."""
+    handlers = ", ".join(repr(p.stem) for p in sorted(LAMBDAS.glob("*.py")))
+    program = f"""
+import importlib, sys, collections
+import stacks.app_builder, fanout.cli, fanout.local.engine, fanout_kit
+for name in ({handlers},):
+    importlib.import_module(name)
+by_file = collections.defaultdict(set)
+for name, module in list(sys.modules.items()):
+    path = getattr(module, "__file__", None)
+    if path and "{ROOT}" in path and "site-packages" not in path:
+        by_file[path].add(name)
+print(sorted((f, sorted(n)) for f, n in by_file.items() if len(n) > 1))
+print(len(by_file))
+"""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{LAMBDAS}", "AWS_DEFAULT_REGION": "eu-west-1",
+           "POWERTOOLS_TRACE_DISABLED": "true", "HOME": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    duplicates, count = out.stdout.strip().splitlines()
+    assert int(count) > 60
+    assert duplicates == "[]"
