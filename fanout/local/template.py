@@ -119,20 +119,40 @@ def _synth(env_name: str, out: Path, context: Mapping[str, Any] | None = None) -
 
 def _load(folder: Path) -> SynthesizedApp:
     index = json.loads((folder / CACHE_INDEX).read_text())
+    return dataclasses.replace(
+        load_assembly(folder, workflow_stacks=index["workflow_stacks"], region=index["region"], env_name=index["env_name"]),
+        cached=True,
+    )
+
+
+def load_assembly(
+    folder: str | Path, *, workflow_stacks: Mapping[str, str], region: str, env_name: str = "external"
+) -> SynthesizedApp:
+    """A cloud assembly synthesized by any CDK app (``cdk synth`` / ``CDK_OUTDIR``), for the local
+    engine: ``workflow_stacks`` names the stack that holds each workflow ({"parallel": "MyStack"})."""
+    folder = Path(folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     templates = {}
     for artifact_id, artifact in manifest["artifacts"].items():
         if artifact.get("type") == "aws:cloudformation:stack":
             stack_name = artifact["properties"].get("stackName", artifact_id)
             templates[stack_name] = json.loads((folder / artifact["properties"]["templateFile"]).read_text())
+    missing = sorted(set(workflow_stacks.values()) - set(templates))
+    if missing:
+        raise ValueError(f"{folder}: no stack named {', '.join(missing)} (stacks: {', '.join(sorted(templates))})")
     return SynthesizedApp(
-        env_name=index["env_name"],
-        outdir=folder,
-        templates=templates,
-        workflow_stacks=index["workflow_stacks"],
-        region=index["region"],
-        cached=True,
+        env_name=env_name, outdir=folder, templates=templates, workflow_stacks=dict(workflow_stacks), region=region
     )
+
+
+def code_directory(outdir: Path, function_properties: Mapping[str, Any]) -> Path | None:
+    """The synthesized asset folder of a Lambda function's code (``asset.<hash>`` next to the
+    templates), or None for code that is not a file asset (inline code)."""
+    key = function_properties.get("Code", {}).get("S3Key")
+    if not isinstance(key, str) or not key.endswith(".zip"):
+        return None
+    folder = outdir / f"asset.{key.removesuffix('.zip')}"
+    return folder if folder.is_dir() else None
 
 
 def resources_of_type(template: Mapping[str, Any], cfn_type: str) -> dict[str, dict[str, Any]]:
