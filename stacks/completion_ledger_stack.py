@@ -25,7 +25,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from fanout_common.ledger_runtime import BATCH_FAILED_METRIC, METRICS_SERVICE
+from fanout_common.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
 from stacks.config import EnvironmentConfig
 from stacks.constructs.completion_ledger import CompletionLedger
 from stacks.constructs.final_status_store import FinalStatusStore
