@@ -14,8 +14,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ONLY = ("boto3", "botocore", "aws_lambda_powertools")
+# The modules of fanout_common that may load them (see its docstring); every other one is pure.
+RUNTIME_MODULES = {"observability", "worker", "ledger_runtime"}
+PURE_MODULES = sorted(
+    f"fanout_common.{p.stem}" for p in (ROOT / "lambdas" / "fanout_common").glob("*.py")
+    if p.stem != "__init__" and p.stem not in RUNTIME_MODULES
+)
 
 # Run in the child interpreter: a meta path finder that finds nothing but records, for the first
 # import of each forbidden package, the modules whose top-level code was importing at the time.
@@ -69,6 +77,14 @@ def test_the_cdk_app_loads_no_boto3_botocore_or_powertools():
         f"the CDK app loads runtime-only packages at synth ({describe(found)}); import a pure "
         "module (constants, rules) instead, or move the import into the function that needs it"
     )
+
+
+@pytest.mark.parametrize("module", PURE_MODULES)
+def test_pure_shared_modules_load_no_runtime_library(module):
+    """What the CDK app may import from fanout_common: a new module is pure unless it is listed
+    in RUNTIME_MODULES (and then the app must not import it)."""
+    found = imported_runtime_modules(module)
+    assert found["loaded"] == [], f"{module} loads runtime-only packages at import ({describe(found)})"
 
 
 def test_the_probe_names_the_chain_of_a_runtime_module():
