@@ -10,9 +10,7 @@ POWERTOOLS_TRACE_DISABLED, POWERTOOLS_METRICS_DISABLED and POWERTOOLS_DEV.
 * ``logger``: one Powertools Logger. Powertools Loggers of one service share one stdlib logger and
   its formatter, so every handler in a process writes the same JSON lines with the same keys
   (``batch_id``, ``task_id``, ``attempt``, ``child_id``, ...) as when each made its own.
-* ``tracer``: one Powertools Tracer, created on first import of the name: only the handlers that
-  trace (``@tracer.capture_lambda_handler``) load the X-Ray SDK and patch boto3 at cold start;
-  the ledger consumers, which never traced, still do not.
+* ``tracer``: one Powertools Tracer (it patches boto3 for X-Ray unless POWERTOOLS_TRACE_DISABLED).
 * ``metrics``: the task functions' metrics (fanout_common.worker), service = the function.
 * ``ledger_metrics``: the completion ledger functions' metrics, service = "CompletionLedger" for
   all of them, so one alarm covers them all (metric names in fanout_common.metric_names).
@@ -22,9 +20,7 @@ POWERTOOLS_TRACE_DISABLED, POWERTOOLS_METRICS_DISABLED and POWERTOOLS_DEV.
 
 from __future__ import annotations
 
-import functools
 import warnings
-from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -32,27 +28,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from .metric_names import METRICS_SERVICE
 
 logger = Logger()
+tracer = Tracer()
 metrics = Metrics()
 ledger_metrics = Metrics(service=METRICS_SERVICE)
 # Most ledger invocations record children without deciding a batch, so they emit no metric;
 # Powertools would warn about that on every one of them.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
-
-
-if TYPE_CHECKING:
-    tracer: Tracer
-
-
-@functools.cache
-def _tracer() -> Tracer:
-    return Tracer()
-
-
-def __getattr__(name: str) -> Any:
-    """``tracer`` is created on first use (PEP 562), see the module docstring."""
-    if name == "tracer":
-        return _tracer()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = ["MetricUnit", "ledger_metrics", "logger", "metrics", "tracer"]
