@@ -27,7 +27,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from fanout_common.ledger_runtime import BATCH_FAILED_METRIC, METRICS_SERVICE
+from fanout_common.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
 from fanout_kit.final_status_store import FinalStatusStore
 from fanout_kit.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from fanout_kit.ledger_table import LedgerTable

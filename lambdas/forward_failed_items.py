@@ -7,14 +7,14 @@ may send a message twice; the redrive merges items by index."""
 import functools
 import json
 import os
+from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.map_results import already_dead_lettered, child_items, dead_letter_messages, unsuccessful_entries
+from fanout_common.observability import logger, tracer
 
-logger = Logger()
-tracer = Tracer()
 MAX_BATCH_BYTES = 200 * 1024  # SendMessageBatch: stay well under the request size limit
 
 
@@ -33,13 +33,13 @@ def _send(sqs, queue_url: str, bodies: list[str]) -> None:
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     batch_id = event["batchId"]
     logger.append_keys(batch_id=batch_id)
     details = event["resultWriterDetails"]
     s3, sqs = _clients()
 
-    def read_json(key: str):
+    def read_json(key: str) -> Any:
         return json.loads(s3.get_object(Bucket=details["Bucket"], Key=key)["Body"].read())
 
     forwarded = counted = 0

@@ -8,16 +8,21 @@ A message that is not a child message cannot be attributed to a batch: it is rep
 item failure so it stays in the DLQ (the DLQ-age alarm fires) for an operator to inspect.
 """
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from typing import Any
 
-from fanout_common.ledger_runtime import ChildMessage, logger, metrics, record_child
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanout_common.ledger_runtime import ChildMessage, record_child
+from fanout_common.observability import ledger_metrics, logger
 
 SOURCE = "sqs-dlq"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def record_handler(record: SQSRecord) -> dict:
+def record_handler(record: SQSRecord) -> dict[str, Any]:
     try:
         message = ChildMessage.parse(record.json_body)
     except Exception:
@@ -28,9 +33,9 @@ def record_handler(record: SQSRecord) -> dict:
         return record_child(message, SOURCE, failure_reason=f"dead-lettered (message {record.message_id})")
 
 
-@metrics.log_metrics
+@ledger_metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

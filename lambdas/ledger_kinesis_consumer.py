@@ -12,16 +12,21 @@ There is no attempt counter on a Kinesis record, so a simulated "transient" fail
 attempt here (attempt is always 0 to the child work).
 """
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
+from typing import Any
 
-from fanout_common.ledger_runtime import ChildMessage, logger, metrics, work_then_record
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanout_common.ledger_runtime import ChildMessage, work_then_record
+from fanout_common.observability import ledger_metrics, logger
 
 SOURCE = "kinesis"
 processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
 
 
-def record_handler(record: KinesisStreamRecord) -> dict:
+def record_handler(record: KinesisStreamRecord) -> dict[str, Any]:
     message = ChildMessage.parse(record.kinesis.data_as_json())
     with logger.append_context_keys(
         batch_id=message.batch_id, child_id=message.child_id, sequence_number=record.kinesis.sequence_number
@@ -29,9 +34,9 @@ def record_handler(record: KinesisStreamRecord) -> dict:
         return work_then_record(message, 0, SOURCE)
 
 
-@metrics.log_metrics
+@ledger_metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

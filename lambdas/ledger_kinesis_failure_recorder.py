@@ -21,19 +21,17 @@ fails at its deadline through the sweeper instead.
 
 import functools
 import json
+from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.ledger import LedgerError
-from fanout_common.ledger_runtime import (
-    ChildMessage,
-    finish,
-    ledger_from_env,
-    logger,
-    metrics,
-)
+from fanout_common.ledger_runtime import ChildMessage, finish, ledger_from_env
+from fanout_common.observability import ledger_metrics, logger
 
 SOURCE = "kinesis-failed"
 MAX_GET_RECORDS_CALLS = 100
@@ -78,7 +76,7 @@ def read_failed_range(client, stream_arn: str, shard_id: str, start: str, end: s
     raise FailedRangeUnreadable(f"{shard_id}: could not read the failed range {start}..{end} completely")
 
 
-def record_handler(record: SQSRecord) -> dict:
+def record_handler(record: SQSRecord) -> dict[str, Any]:
     info = record.json_body.get("KinesisBatchInfo") or {}
     shard, start, end, stream = (
         info.get(k) for k in ("shardId", "startSequenceNumber", "endSequenceNumber", "streamArn")
@@ -115,9 +113,9 @@ def _json(data) -> dict:
     return json.loads(data if isinstance(data, (bytes, str)) else bytes(data))
 
 
-@metrics.log_metrics
+@ledger_metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

@@ -7,25 +7,30 @@ it as failed exactly once. A failure is therefore never counted per retry, and a
 succeeds is counted as succeeded. The child's work must be idempotent (at-least-once delivery).
 """
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from typing import Any
 
-from fanout_common.ledger_runtime import ChildMessage, logger, metrics, work_then_record
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanout_common.ledger_runtime import ChildMessage, work_then_record
+from fanout_common.observability import ledger_metrics, logger
 
 SOURCE = "sqs"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def record_handler(record: SQSRecord) -> dict:
+def record_handler(record: SQSRecord) -> dict[str, Any]:
     message = ChildMessage.parse(record.json_body)
     with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
         attempt = int(record.attributes.approximate_receive_count or 1) - 1
         return work_then_record(message, attempt, SOURCE)
 
 
-@metrics.log_metrics
+@ledger_metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

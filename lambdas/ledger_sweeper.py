@@ -7,15 +7,18 @@ emits LedgerBatchFailed (the alarm) and an error log line with its batch id.
 """
 
 import time
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.ledger import SWEEPER
-from fanout_common.ledger_runtime import finish, ledger_from_env, logger, metrics
+from fanout_common.ledger_runtime import finish, ledger_from_env
+from fanout_common.observability import ledger_metrics, logger
 
 
-
-@metrics.log_metrics
+@ledger_metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     ledger = ledger_from_env()
     now = int(time.time())
     failed, checked = [], 0

@@ -7,17 +7,16 @@ Event: ``{"batchId", "items": [{"index": 0, "item": {...}}, ...], "attempt", "ex
 A RetryableTaskError fails the whole batch, which Step Functions retries.
 """
 
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from fanout_common.errors import NonRetryableTaskError
-from fanout_common.worker import (
-    SIMULATE_KEY,
-    TaskEvent,
-    logger,
-    raise_simulated_failure,
-    tracer,
-)
+from fanout_common.observability import logger, tracer
+from fanout_common.worker import SIMULATE_KEY, TaskEvent, raise_simulated_failure
 
 
-def process_item(item: dict) -> dict:
+def process_item(item: dict[str, Any]) -> dict[str, int]:
     """The example work: a checksum of the item's fields."""
     if not isinstance(item, dict):
         raise NonRetryableTaskError(f"item must be a JSON object, got {type(item).__name__}")
@@ -29,7 +28,7 @@ def process_item(item: dict) -> dict:
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     batch_id = event["batchId"]
     attempt = int(event.get("attempt") or 0)
     # Thread-local keys, cleared at the end: in-process runs (the local engine) share the logger.

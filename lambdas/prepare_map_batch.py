@@ -6,9 +6,11 @@ InvalidInput / InvalidManifest, naming the item's index, before any child runs."
 import functools
 import json
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.errors import InvalidInput
 from fanout_common.manifest import (
@@ -18,17 +20,15 @@ from fanout_common.manifest import (
     iter_manifest,
     validate_map_input,
 )
-
-logger = Logger()
-tracer = Tracer()
+from fanout_common.observability import logger, tracer
 
 
 @functools.cache
-def _s3():
+def _s3() -> Any:
     return boto3.client("s3")
 
 
-def _manifest_chunks(bucket: str, key: str, where: str):
+def _manifest_chunks(bucket: str, key: str, where: str) -> Iterator[bytes]:
     s3 = _s3()
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
@@ -40,7 +40,7 @@ def _manifest_chunks(bucket: str, key: str, where: str):
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     bucket = os.environ["BATCH_BUCKET_NAME"]
     batch = validate_map_input(
         event.get("input"),

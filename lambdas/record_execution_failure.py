@@ -27,14 +27,13 @@ import functools
 import json
 import os
 from datetime import datetime, timezone
+from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.final_status import record_execution_failure
-
-logger = Logger()
-tracer = Tracer()
+from fanout_common.observability import logger, tracer
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 WATCHED_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
@@ -50,16 +49,16 @@ RECOVERY = {
 
 
 @functools.cache
-def _dynamodb():
+def _dynamodb() -> Any:
     return boto3.client("dynamodb")
 
 
 @functools.cache
-def _sqs():
+def _sqs() -> Any:
     return boto3.client("sqs")
 
 
-def batch_id_of(detail: dict) -> str:
+def batch_id_of(detail: dict[str, Any]) -> str:
     """The batchId of the execution's input, else the execution name (the workflows' default)."""
     try:
         given = json.loads(detail.get("input") or "{}").get("batchId")
@@ -70,7 +69,7 @@ def batch_id_of(detail: dict) -> str:
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     detail = event["detail"]
     status, error = detail.get("status"), detail.get("error") or ""
     execution_arn = detail["executionArn"]

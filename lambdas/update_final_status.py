@@ -4,24 +4,23 @@ SUCCEEDED record exactly once (see fanout_common.final_status for the rules)."""
 import functools
 import os
 from datetime import datetime, timezone
+from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.final_status import record_success
-
-logger = Logger()
-tracer = Tracer()
+from fanout_common.observability import logger, tracer
 
 
 @functools.cache
-def _dynamodb():
+def _dynamodb() -> Any:
     return boto3.client("dynamodb")
 
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     batch_id = event["batchId"]
     logger.append_keys(batch_id=batch_id, execution_arn=event.get("executionArn"))
     # results: {task name: {"task", "status", ...}} from the Parallel state; SKIPPED tasks (a

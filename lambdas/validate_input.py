@@ -2,18 +2,17 @@
 the execution at once with ``InvalidInput`` naming every bad field (nothing has run yet)."""
 
 import os
+from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanout_common.observability import logger, tracer
 from fanout_common.validation import validate_batch_input
-
-logger = Logger()
-tracer = Tracer()
 
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event, context):
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     task_names = [n for n in os.environ["TASK_NAMES"].split(",") if n]
     normalized = validate_batch_input(
         event.get("input"), task_names, execution_name=event.get("executionName")

@@ -51,8 +51,14 @@ def copy_kit(dest: Path) -> Path:
     return dest
 
 
+def kit_path(kit: Path) -> str:
+    """The copy's import roots (as setup.sh's .pth: the kit and its lambdas/), ahead of the shared
+    venv's .pth, so the copy runs its own handlers and fanout_common, not another checkout's."""
+    return os.pathsep.join((str(kit), str(kit / "lambdas")))
+
+
 def run_fanout(kit: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> Result:
-    env = {**os.environ, "PYTHONPATH": str(kit)}
+    env = {**os.environ, "PYTHONPATH": kit_path(kit)}
     for key in ("COLUMNS", "POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED"):
         env.pop(key, None)  # as a user's shell has them (tests/conftest.py sets the log level)
     done = subprocess.run(
@@ -170,7 +176,7 @@ def test_a_damaged_cdk_json_is_one_line_in_every_command(tmp_path, damage, says,
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     """Ctrl-C reaches the whole foreground process group (jsii's Node included), mid-synth."""
     kit = copy_kit(tmp_path / "kit")
-    env = {**os.environ, "PYTHONPATH": str(kit)}
+    env = {**os.environ, "PYTHONPATH": kit_path(kit)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "fanout", "run", "examples/batch.json"],
         cwd=kit, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

@@ -64,10 +64,11 @@ def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
     import json as _json
 
     from fanout_common import worker
+    from fanout_common.observability import metrics
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "Demo")
-    worker.metrics.clear_metrics()
+    metrics.clear_metrics()
     capsys.readouterr()
 
     @worker.task_handler
@@ -96,20 +97,20 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
     import json as _json
     import logging
 
-    from aws_lambda_powertools import Logger
     from fanout_common import worker
+    from fanout_common.observability import logger
 
-    worker.logger.remove_keys(["task_id", "attempt"])  # as in a fresh process (other tests log too)
+    logger.remove_keys(["task_id", "attempt"])  # as in a fresh process (other tests log too)
     stream = io.StringIO()
     capture = logging.StreamHandler(stream)
-    capture.setFormatter(worker.logger.registered_formatter)
-    worker.logger._logger.addHandler(capture)
-    level = worker.logger._logger.level
-    worker.logger.setLevel(logging.INFO)
+    capture.setFormatter(logger.registered_formatter)
+    logger._logger.addHandler(capture)
+    level = logger._logger.level
+    logger.setLevel(logging.INFO)
 
     @worker.task_handler
     def handler(task):
-        worker.logger.info("inside")
+        logger.info("inside")
         return {"ok": True}
 
     class Ctx:
@@ -117,10 +118,10 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
 
     try:
         handler({"batchId": "b", "task": "NotifyCustomer", "input": {}, "attempt": 2}, Ctx())
-        Logger(service=worker.logger.service).info("next function")  # another handler's logger
+        logger.info("next function")  # the next handler logs through the same shared logger
     finally:
-        worker.logger._logger.removeHandler(capture)
-        worker.logger.setLevel(level)
+        logger._logger.removeHandler(capture)
+        logger.setLevel(level)
     lines = [_json.loads(line) for line in stream.getvalue().splitlines()]
     inside = next(line for line in lines if line["message"] == "inside")
     after = next(line for line in lines if line["message"] == "next function")

@@ -19,29 +19,18 @@ from __future__ import annotations
 import functools
 import json
 import os
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 
 from .final_status import record_counted_failure
 from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
+from .metric_names import BATCH_COMPLETED_METRIC, BATCH_FAILED_METRIC
+from .observability import MetricUnit, ledger_metrics, logger
 from .worker import TaskEvent, raise_simulated_failure
-
-logger = Logger()
-# One metric service for every ledger function, so one alarm covers them all.
-METRICS_SERVICE = "CompletionLedger"
-BATCH_FAILED_METRIC = "LedgerBatchFailed"
-BATCH_COMPLETED_METRIC = "LedgerBatchCompleted"
-metrics = Metrics(service=METRICS_SERVICE)
-# Most invocations record children without deciding a batch, so they emit no metric; Powertools
-# would warn about that on every one of them.
-warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
 class FinalizeFailed(LedgerError):
@@ -150,12 +139,12 @@ def finish(ledger: Ledger, result: LedgerResult, identity: str) -> LedgerResult:
     """The winner's follow-up; a no-op for every other outcome. ``identity`` names the finisher
     (``ledger:<source>:<childId>``) and becomes the status record's executionArn/finalizedBy."""
     if result.must_finalize or result.must_alarm:
-        metrics.set_default_dimensions(environment=os.environ.get("FANOUT_ENV", "local"))
+        ledger_metrics.set_default_dimensions(environment=os.environ.get("FANOUT_ENV", "local"))
     if result.must_finalize:
         final = invoke_finalizer(
             lambda_client(), os.environ["FINALIZER_FUNCTION_NAME"], result.batch_id, identity
         )
-        metrics.add_metric(name=BATCH_COMPLETED_METRIC, unit=MetricUnit.Count, value=1)
+        ledger_metrics.add_metric(name=BATCH_COMPLETED_METRIC, unit=MetricUnit.Count, value=1)
         logger.info("batch completed and finalized", extra={"ledger": result.to_dict(), "final": final})
         ledger.acknowledge_finish(result.batch_id, result.child_id or "", identity)
     elif result.must_alarm:
@@ -170,7 +159,7 @@ def finish(ledger: Ledger, result: LedgerResult, identity: str) -> LedgerResult:
                 total_items=result.total or 0,
                 now=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             )
-        metrics.add_metric(name=BATCH_FAILED_METRIC, unit=MetricUnit.Count, value=1)
+        ledger_metrics.add_metric(name=BATCH_FAILED_METRIC, unit=MetricUnit.Count, value=1)
         logger.error("batch FAILED", extra={"ledger": result.to_dict(), "finishedBy": identity,
                                             "statusRecord": recorded})
         ledger.acknowledge_finish(result.batch_id, result.child_id or "", identity)
@@ -186,6 +175,6 @@ __all__ = [
     "finish",
     "invoke_finalizer",
     "ledger_from_env",
-    "logger",
-    "metrics",
+    "record_child",
+    "work_then_record",
 ]

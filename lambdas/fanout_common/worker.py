@@ -18,17 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from .errors import NonRetryableTaskError, RetryableTaskError
-
-# Service name comes from POWERTOOLS_SERVICE_NAME, which the stack sets to the task's name.
-logger = Logger()
-tracer = Tracer()
-# Namespace from POWERTOOLS_METRICS_NAMESPACE; the service dimension is the task's name.
-metrics = Metrics()
-SUCCEEDED_METRIC, FAILED_METRIC, RETRIED_METRIC = "TaskSucceeded", "TaskFailed", "TaskRetried"
+from .metric_names import TASK_FAILED_METRIC, TASK_RETRIED_METRIC, TASK_SUCCEEDED_METRIC
+from .observability import MetricUnit, logger, metrics, tracer
 
 SIMULATE_KEY = "simulateFailure"
 MODES = ("transient", "permanent", "fatal", "hang")
@@ -91,7 +85,9 @@ def raise_simulated_failure(event: TaskEvent) -> None:
         raise RetryableTaskError(f"simulated transient failure of {where}")
 
 
-def task_handler(logic: Callable[[TaskEvent], dict[str, Any]]) -> Callable[[dict, Any], dict]:
+def task_handler(
+    logic: Callable[[TaskEvent], dict[str, Any]],
+) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
     """Turn ``logic(task) -> output`` into a Lambda handler with structured logs (batch id, task
     id and attempt on every line), X-Ray tracing, metrics (TaskSucceeded / TaskFailed /
     TaskRetried, per task) and the demo's fault switch."""
@@ -100,7 +96,7 @@ def task_handler(logic: Callable[[TaskEvent], dict[str, Any]]) -> Callable[[dict
     @logger.inject_lambda_context
     @metrics.log_metrics
     @functools.wraps(logic)
-    def handler(event: dict, context: Any) -> dict[str, Any]:
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         task = TaskEvent.parse(event)
         # This invocation's keys only: in Lambda one process runs one invocation at a time, but the
         # local engine runs every handler in one process (Parallel branches on threads), where
@@ -108,15 +104,15 @@ def task_handler(logic: Callable[[TaskEvent], dict[str, Any]]) -> Callable[[dict
         logger.thread_safe_append_keys(batch_id=task.batch_id, task_id=task.task, attempt=task.attempt + 1)
         try:
             if task.attempt:
-                metrics.add_metric(name=RETRIED_METRIC, unit=MetricUnit.Count, value=1)
+                metrics.add_metric(name=TASK_RETRIED_METRIC, unit=MetricUnit.Count, value=1)
             try:
                 raise_simulated_failure(task)
                 output = logic(task)
             except Exception as exc:
-                metrics.add_metric(name=FAILED_METRIC, unit=MetricUnit.Count, value=1)
+                metrics.add_metric(name=TASK_FAILED_METRIC, unit=MetricUnit.Count, value=1)
                 logger.warning("task failed", extra={"error": type(exc).__name__})
                 raise
-            metrics.add_metric(name=SUCCEEDED_METRIC, unit=MetricUnit.Count, value=1)
+            metrics.add_metric(name=TASK_SUCCEEDED_METRIC, unit=MetricUnit.Count, value=1)
             logger.info("task succeeded")
             return output
         finally:

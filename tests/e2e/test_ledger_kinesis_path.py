@@ -28,7 +28,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 @pytest.fixture(autouse=True)
 def _restore_metrics_dimensions():
-    from fanout_common.ledger_runtime import metrics
+    from fanout_common.observability import ledger_metrics as metrics
 
     before = dict(metrics.default_dimensions)
     yield

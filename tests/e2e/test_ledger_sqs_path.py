@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 def _restore_metrics_dimensions():
     """The in-process handlers share one Powertools Metrics object with the other ledger tests:
     put its default dimensions (the winner sets ``environment``) back as they were."""
-    from fanout_common.ledger_runtime import metrics
+    from fanout_common.observability import ledger_metrics as metrics
 
     before = dict(metrics.default_dimensions)
     yield

@@ -73,7 +73,7 @@ def ledger_batch(env, batch_id):
 @pytest.fixture
 def log_lines(monkeypatch):
     """The JSON lines the handlers' Powertools Logger writes during the test."""
-    from fanout_common.ledger_runtime import logger
+    from fanout_common.observability import logger
 
     buffer = io.StringIO()
     handler = logger.registered_handler
@@ -129,7 +129,7 @@ def test_finalize_failure_is_retried_by_the_same_winner(handler_env):
 
 
 def test_every_log_line_of_a_child_names_batch_and_child(handler_env, log_lines):
-    from fanout_common.ledger_runtime import logger
+    from fanout_common.observability import logger
 
     logger.setLevel("INFO")
     try:
