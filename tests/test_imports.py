@@ -137,7 +137,7 @@ def test_each_layer_imports_only_the_layers_below_it():
     assert wrong == []
 
 
-def test_every_module_is_loaded_under_one_name():
+def test_every_module_is_loaded_under_one_name(tmp_path):
     """The CDK app, the command line and every handler loaded in one interpreter: no file is
     a module twice (as fanout_common was, under lambdas.fanout_common too)."""
     handlers = ", ".join(repr(p.stem) for p in sorted(LAMBDAS.glob("*.py")))
@@ -155,7 +155,7 @@ print(sorted((f, sorted(n)) for f, n in by_file.items() if len(n) > 1))
 print(len(by_file))
 """
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{LAMBDAS}", "AWS_DEFAULT_REGION": "eu-west-1",
-           "POWERTOOLS_TRACE_DISABLED": "true", "HOME": str(ROOT)}
+           "POWERTOOLS_TRACE_DISABLED": "true", "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     duplicates, count = out.stdout.strip().splitlines()
