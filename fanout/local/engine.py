@@ -59,6 +59,7 @@ from statemachines.express_budget import EXPRESS_LIMIT_SECONDS
 from fanout.local.template import (
     LOCAL_ACCOUNT,
     SynthesizedApp,
+    code_directory,
     local_names,
     make_resolver,
     resources_of_type,
@@ -441,6 +442,7 @@ class LocalEngine:
                     handler=props["Handler"],
                     memory_mb=props.get("MemorySize", 128),
                     timeout_s=props.get("Timeout", 3),
+                    code_dir=code_directory(self.app.outdir, props),
                 )
             )
         self._set_env(shared_env)

@@ -4,7 +4,7 @@ Written against **moto 5.2.5** (``MOTO_VERSION`` below; ``test_moto_adapter.py``
 the installed moto differs or the patched method changes shape). With ``lambda.use_docker`` off,
 moto's ``LambdaSimpleBackend.invoke(function_name, qualifier, body, headers, response_headers)``
 returns a canned answer; this module replaces it with one that imports the function's handler from
-``lambdas/`` and calls it, and answers an unhandled exception the way the AWS Python runtime does:
+``lambdas/`` (or, for a function of another app, from its synthesized code asset) and calls it, and answers an unhandled exception the way the AWS Python runtime does:
 status 200, header ``X-Amz-Function-Error: Unhandled`` and the payload
 ``{"errorMessage", "errorType", "requestId", "stackTrace"}``, so that Step Functions' Retry and
 Catch see the real error name (the exception's class name).
@@ -16,6 +16,8 @@ rules also cover) are injected here too: the invoke is answered with that API er
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 import json
 import threading
 import traceback
@@ -43,6 +45,28 @@ def _local_hang(seconds: float) -> None:
     raise FunctionTimedOut(seconds)
 
 
+_ASSET_IMPORT = threading.Lock()  # Parallel branches invoke at once: one of them loads the module
+
+
+def asset_module(name: str, path: Path) -> Any:
+    """The handler module of another app's function, loaded from its code asset under its own
+    name (as the Lambda runtime imports it from /var/task). A handler importing sibling modules
+    of its asset is not supported locally; a name already loaded from another file is refused."""
+    with _ASSET_IMPORT:
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            if Path(getattr(loaded, "__file__", "") or "").resolve() != path.resolve():
+                raise RuntimeError(f"handler module {name!r} of {path} is already loaded from {loaded.__file__}")
+            return loaded
+        if not path.is_file():
+            raise RuntimeError(f"handler module {name!r} not found in the function's code asset ({path})")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module  # only once it is complete
+        return module
+
+
 class LambdaServiceError(JsonRESTError):
     """A Lambda API error (HTTP 5xx/429), as Step Functions sees from a failing Invoke call."""
 
@@ -54,9 +78,10 @@ class LambdaServiceError(JsonRESTError):
 @dataclass
 class LocalFunction:
     name: str
-    handler: str  # "module.function", relative to lambdas/
+    handler: str  # "module.function", relative to lambdas/ or to code_dir
     memory_mb: int = 256
     timeout_s: int = 30
+    code_dir: Path | None = None  # the function's synthesized code asset (None: inline code)
 
 
 @dataclass
@@ -110,7 +135,11 @@ class LambdaRouter:
 
     def _handler(self, fn: LocalFunction) -> Callable[[Any, Any], Any]:
         module_name, _, attr = fn.handler.rpartition(".")
-        return getattr(importlib.import_module(module_name), attr)
+        relative = Path(*module_name.split(".")).with_suffix(".py")
+        if fn.code_dir is None or (LAMBDAS_DIR / relative).is_file():
+            # The kit's and this app's handlers: imported by their one name (lambdas/ is an import root).
+            return getattr(importlib.import_module(module_name), attr)
+        return getattr(asset_module(module_name, fn.code_dir / relative), attr)
 
     def invoke(self, function_name: str, body: Any, response_headers: dict) -> bytes:
         name = function_name.split(":function:")[-1].split(":")[0]

@@ -1,0 +1,95 @@
+"""examples/external_app: a CDK app of its own (its own app.py, cdk.json and Lambda) that installs
+the kit as a user would, from a wheel, and uses ParallelFanOut. The suite builds the wheel,
+installs it into a folder of its own, synthesizes the app with nothing of this repository on the
+path, and runs the result once on the local engine with the app's own handler."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from fanout.local.engine import LocalEngine
+from fanout.local.template import load_assembly
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "external_app"
+STACK = "SignupFanOut"
+
+
+def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, **kwargs)
+    assert done.returncode == 0, f"{cmd}: {done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory):
+    work = tmp_path_factory.mktemp("external-app")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", work / "dist", ROOT])
+    (wheel,) = (work / "dist").glob("fanout_kit-*.whl")
+    run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", work / "site", wheel])
+    # -S: no site-packages .pth files, so neither this repository nor lambdas/ is on the path:
+    # the kit comes from the installed wheel, the CDK from the venv's packages.
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",  # the venv's Node for jsii
+        "PYTHONPATH": f"{work / 'site'}:{sysconfig.get_paths()['purelib']}",
+        "HOME": str(work),
+        "CDK_OUTDIR": str(work / "cdk.out"),
+    }
+    where = run([sys.executable, "-S", "-c", "import fanout_kit.functions as f; print(f.__file__, f.KIT_ASSET)"],
+                cwd=EXAMPLE, env=env).stdout.split()
+    run([sys.executable, "-S", "app.py"], cwd=EXAMPLE, env=env)
+    return work, where, load_assembly(work / "cdk.out", workflow_stacks={"parallel": STACK}, region="eu-west-1")
+
+
+def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
+    work, (module_file, kit_asset), _ = external
+    assert module_file.startswith(str(work / "site" / "fanout_kit"))
+    assert kit_asset == str(work / "site" / "fanout_kit" / "lambdas")
+    wheel_files = sorted(p.relative_to(work / "site").as_posix() for p in (work / "site").rglob("*.py")
+                         if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
+    assert "fanout_common/errors.py" in wheel_files and "statemachines/parallel_workflow.py" in wheel_files
+    assert "fanout_kit/lambdas/update_final_status.py" in wheel_files
+    assert not any(f.startswith(("stacks/", "fanout/", "tests/")) for f in wheel_files)  # the app is not the kit
+
+
+def test_the_app_code_is_short():
+    lines = [line for line in (EXAMPLE / "app.py").read_text().splitlines() if line.strip()]
+    assert len(lines) < 40
+
+
+def test_the_external_app_synthesizes_a_parallel_fan_out_of_its_own_function(external):
+    _, _, app = external
+    template = app.template("parallel")
+    functions = {lid: r["Properties"] for lid, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
+    handlers = sorted(p["Handler"] for p in functions.values())
+    assert handlers == ["record_execution_failure.handler", "signup.handler", "update_final_status.handler",
+                        "validate_input.handler"]
+    # add_outputs(): ids under the construct (CDK appends a hash of the path)
+    assert sorted(key[:-8] for key in template["Outputs"]) == [
+        "SignupAlarmTopicArn", "SignupDeadLetterQueueUrl", "SignupStateMachineArn", "SignupStatusTableName"]
+
+
+def test_the_external_app_runs_on_the_local_engine(external):
+    _, _, app = external
+    ok = {"email": "ada@example.com"}
+    with LocalEngine(app, workflows=("parallel",), sleep_retries=False) as engine:
+        result = engine.run("parallel", {"batchId": "signup-1", "tasks": {
+            "VerifyEmail": ok, "CreateProfile": {**ok, "busyUntilAttempt": 1}, "SendWelcome": ok}})
+        assert result.status == "SUCCEEDED", [m["cause"] for m in engine.dlq_messages()]
+        assert engine.status_record("signup-1")["status"] == "SUCCEEDED"
+        (user_fn,) = [lid for lid, fn in engine.router.functions.items() if fn.handler == "signup.handler"]
+        assert engine.router.count(user_fn) == 4  # three tasks, one of them retried once
+
+        failed = engine.run("parallel", {"batchId": "signup-2", "tasks": {
+            "VerifyEmail": ok, "CreateProfile": ok, "SendWelcome": {"email": "nobody"}}})
+        assert failed.status == "FAILED" and failed.error == "BatchFailed"
+        (message,) = engine.dlq_messages()
+        assert message["task"] == "SendWelcome" and message["error"] == "NonRetryableTaskError"
+        assert json.loads(json.dumps(message["input"])) == {"email": "nobody"}
+        assert engine.status_record("signup-2")["status"] == "FAILED"
