@@ -74,7 +74,6 @@ def acknowledge_map_workflow(stack: Stack, state_machine: IConstruct, role: ICon
     """The Distributed Map's own grants: child executions of this state machine, map-run redrive,
     and the batch data bucket's objects (ItemReader reads manifests, ResultWriter writes results)."""
     sm_ref = stack.resolve(stack.get_logical_id(state_machine.node.default_child))
-    bucket_ref = stack.resolve(stack.get_logical_id(bucket.node.default_child))
     execution = (
         f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:execution:'
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
@@ -95,26 +94,29 @@ def acknowledge_map_workflow(stack: Stack, state_machine: IConstruct, role: ICon
             "(names generated per run), so a failed map run can be redriven",
             finding=f"Resource::{execution}/{label}:*",
         )
-    acknowledge(
-        role,
-        "IAM5",
-        "ItemReader (s3:GetObject) and ResultWriter (s3:PutObject, multipart) act on objects of "
-        "the batch data bucket, which holds only this workflow's manifests and results",
-        finding=f"Resource::arn:<AWS::Partition>:s3:::<{bucket_ref}>/*",
-    )
-    acknowledge(
-        prepare_function,
-        "IAM5",
-        "PrepareBatch reads uploaded manifests and writes inline items under manifests/ only",
-        finding=f"Resource::<{bucket_ref}.Arn>/manifests/*",
-    )
-    acknowledge(
-        forward_function,
-        "IAM5",
-        "ForwardFailedItems reads the map runs' ResultWriter output under results/ only (one folder "
-        "per map run, named by Step Functions)",
-        finding=f"Resource::<{bucket_ref}.Arn>/results/*",
-    )
+    if bucket.node.default_child is not None and Stack.of(bucket) is stack:
+        # (An imported bucket's findings name it differently: they are the app's to review.)
+        bucket_ref = stack.resolve(stack.get_logical_id(bucket.node.default_child))
+        acknowledge(
+            role,
+            "IAM5",
+            "ItemReader (s3:GetObject) and ResultWriter (s3:PutObject, multipart) act on objects of "
+            "the batch data bucket, which holds only this workflow's manifests and results",
+            finding=f"Resource::arn:<AWS::Partition>:s3:::<{bucket_ref}>/*",
+        )
+        acknowledge(
+            prepare_function,
+            "IAM5",
+            "PrepareBatch reads uploaded manifests and writes inline items under manifests/ only",
+            finding=f"Resource::<{bucket_ref}.Arn>/manifests/*",
+        )
+        acknowledge(
+            forward_function,
+            "IAM5",
+            "ForwardFailedItems reads the map runs' ResultWriter output under results/ only (one folder "
+            "per map run, named by Step Functions)",
+            finding=f"Resource::<{bucket_ref}.Arn>/results/*",
+        )
     map_run = (
         f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:mapRun:'
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'

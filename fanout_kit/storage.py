@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,22 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from fanout_kit.settings import ResourceSettings
+from statemachines.checks import ConfigError
 from fanout_kit.functions import removal_policy
+
+
+def checked_overrides(overrides: Mapping[str, Any] | None, construct: type, prop: str) -> dict[str, Any]:
+    """``overrides`` if every key is a keyword argument of ``construct``; else a ConfigError
+    naming ``prop`` and the key (instead of a TypeError from deep inside the CDK)."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"{prop}: must be a dict of {construct.__name__} arguments, got {overrides!r}")
+    allowed = set(inspect.signature(construct.__init__).parameters) - {"self", "scope", "id"}
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise ConfigError(f"{prop}.{unknown[0]}: not an argument of {construct.__module__}.{construct.__name__}")
+    return dict(overrides)
 
 
 def secure_queue(
@@ -34,7 +50,7 @@ def secure_queue(
         dead_letter_queue=dead_letter_queue,
         removal_policy=removal_policy(settings),
     )
-    return sqs.Queue(scope, construct_id, **{**defaults, **(overrides or {})})
+    return sqs.Queue(scope, construct_id, **{**defaults, **checked_overrides(overrides, sqs.Queue, "dead_letter_queue_props")})
 
 
 def secure_table(
@@ -61,4 +77,6 @@ def secure_table(
         deletion_protection=settings.retain_data,
         removal_policy=removal_policy(settings),
     )
-    return dynamodb.Table(scope, construct_id, **{**defaults, **(overrides or {})})
+    return dynamodb.Table(
+        scope, construct_id, **{**defaults, **checked_overrides(overrides, dynamodb.Table, "status_table_props")}
+    )

@@ -228,3 +228,29 @@ def test_completion_ledger_alone_with_the_sqs_intake_only():
     })
     with pytest.raises(ConfigError, match="sqs_intake, kinesis_intake: at least one intake must be on"):
         CompletionLedger(bare_stack("Other"), "Ledger", sqs_intake=False, kinesis_intake=False)
+
+
+def test_props_that_replace_defaults_are_checked_by_name():
+    stack = bare_stack()
+    fn = user_function(stack, "Fn")
+    with pytest.raises(ConfigError, match=r"^dead_letter_queue_props\.retention: not an argument of aws_cdk\.aws_sqs\.Queue"):
+        ParallelFanOut(stack, "A", tasks=[FanOutTask("Charge", fn)], dead_letter_queue_props={"retention": 4})
+    ParallelFanOut(stack, "B", tasks=[FanOutTask("Charge", fn)],
+                   dead_letter_queue_props={"retention_period": Duration.days(4)},
+                   status_table_props={"table_name": "orders-status"})
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::SQS::Queue", {"MessageRetentionPeriod": 345600, "SqsManagedSseEnabled": True})
+    template.has_resource_properties("AWS::DynamoDB::Table", {"TableName": "orders-status", "SSESpecification": {"SSEEnabled": True}})
+
+
+def test_an_imported_data_bucket_is_used_as_is():
+    stack = bare_stack()
+    bucket = s3.Bucket.from_bucket_name(stack, "Shared", "team-batch-data")
+    fanout = DistributedMapFanOut(stack, "Images", worker=FanOutTask("Resize", user_function(stack, "ResizeFn", timeout=20)),
+                                  existing_data_bucket=bucket)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::S3::Bucket", 0)
+    assert fanout.data_bucket is bucket
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({"BATCH_BUCKET_NAME": "team-batch-data"})},
+    })
