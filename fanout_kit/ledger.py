@@ -49,13 +49,18 @@ class CompletionLedger(Construct):
     Read-only attributes: ``table`` (the ledger), ``status_table``, ``update_final_status``,
     ``child_queue``/``child_dead_letter_queue``/``sqs_consumer``/``dlq_recorder`` (SQS intake),
     ``stream``/``kinesis_failure_queue``/``kinesis_consumer``/``kinesis_failure_recorder``
-    (Kinesis intake; None without it), ``sweeper``, ``alarm_topic``, ``alarms``."""
+    (Kinesis intake; None without it), ``sweeper``, ``alarm_topic``, ``dlq_alarms``.
+
+    ``processing_function``: your function, invoked synchronously by the consumers for each
+    child's work with ``{"batchId", "childId", "payload", "attempt"}`` (an error retries the
+    message); None runs the kit's example work (for trying the kit: ``payload.simulateFailure``)."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
+        processing_function: lambda_.IFunction | None = None,
         ledger: LedgerSettings = LedgerSettings(),
         sqs_intake: bool = True,
         kinesis_intake: bool = True,
@@ -64,6 +69,9 @@ class CompletionLedger(Construct):
         settings: ResourceSettings = ResourceSettings(),
     ) -> None:
         super().__init__(scope, construct_id)
+        if processing_function is not None and not all(hasattr(processing_function, a) for a in ("function_name", "grant_invoke")):
+            raise ConfigError(f"processing_function: must be a Lambda function (IFunction) or None, got {processing_function!r}")
+        self.processing_function = processing_function
         if not (sqs_intake or kinesis_intake):
             raise ConfigError("sqs_intake, kinesis_intake: at least one intake must be on")
         if not isinstance(ledger, LedgerSettings):
@@ -78,6 +86,10 @@ class CompletionLedger(Construct):
         self.status_table = store.table
         self.update_final_status = store.update_final_status
         consumer_timeout = settings.function_timeout_seconds
+        if processing_function is not None:
+            # The consumer waits for the processing function: give it the function's time too.
+            timeout = getattr(processing_function, "timeout", None)
+            consumer_timeout += int(timeout.to_seconds()) if timeout is not None else 3
 
         self.child_dlq = self.child_queue = self.sqs_consumer = self.dlq_recorder = None
         self.stream = self.kinesis_failure_queue = self.kinesis_consumer = self.kinesis_failure_recorder = None
@@ -89,6 +101,10 @@ class CompletionLedger(Construct):
                                    self.kinesis_failure_recorder) if fn is not None]
 
         # ------------------------------------------------------------------ ledger grants
+        for fn in (self.sqs_consumer, self.kinesis_consumer):
+            if fn is not None and processing_function is not None:
+                fn.add_environment("CHILD_FUNCTION_NAME", processing_function.function_name)
+                processing_function.grant_invoke(fn)
         for fn in consumers:
             self.ledger.grant_consume(fn)
             # The winner finalizes: invoke this one function (unqualified ARN only).

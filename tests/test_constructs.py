@@ -4,6 +4,8 @@ error (naming the prop) for impossible props."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk import App, Duration, Environment, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -254,3 +256,22 @@ def test_an_imported_data_bucket_is_used_as_is():
     template.has_resource_properties("AWS::Lambda::Function", {
         "Environment": {"Variables": Match.object_like({"BATCH_BUCKET_NAME": "team-batch-data"})},
     })
+
+
+def test_completion_ledger_runs_the_users_processing_function():
+    stack = bare_stack()
+    process = user_function(stack, "ProcessChild", timeout=40)
+    ledger = CompletionLedger(stack, "Ledger", processing_function=process)
+    template = Template.from_stack(stack).to_json()
+    consumers = {p["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: p["Properties"]
+                 for p in template["Resources"].values() if p["Type"] == "AWS::Lambda::Function"
+                 and "CHILD_FUNCTION_NAME" in p["Properties"].get("Environment", {}).get("Variables", {})}
+    assert sorted(consumers) == ["LedgerKinesisConsumer", "LedgerSqsConsumer"]  # not the recorders or sweeper
+    assert {c["Timeout"] for c in consumers.values()} == {30 + 40}  # waits for the function it invokes
+    logical_id = Stack.of(process).get_logical_id(process.node.default_child)
+    invokes = [s for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+               for s in r["Properties"]["PolicyDocument"]["Statement"]
+               if s["Action"] == "lambda:InvokeFunction" and Stack.of(process).resolve(logical_id) in json.dumps(s["Resource"])]
+    assert len(invokes) == 2 and ledger.processing_function is process
+    with pytest.raises(ConfigError, match=r"^processing_function: must be a Lambda function"):
+        CompletionLedger(bare_stack("Other"), "Ledger", processing_function="my-function")

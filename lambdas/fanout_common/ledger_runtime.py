@@ -11,7 +11,9 @@ Environment: LEDGER_TABLE_NAME, LEDGER_FAILURE_THRESHOLD (default 0), LEDGER_TTL
 LEDGER_DEADLINE_MINUTES (0: no deadline for batches created by their first message),
 LEDGER_COUNTER_SHARDS (1: one counter item per batch; K > 1: the sharded counter),
 FINALIZER_FUNCTION_NAME (the UpdateFinalStatus function), STATUS_TABLE_NAME (the status table:
-the winner of a FAILED verdict writes the batch's FAILED record there), FANOUT_ENV.
+the winner of a FAILED verdict writes the batch's FAILED record there), FANOUT_ENV,
+CHILD_FUNCTION_NAME (the app's processing function, invoked for each child's work; unset: the
+example work below).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
 from .metric_names import BATCH_COMPLETED_METRIC, BATCH_FAILED_METRIC
 from .observability import MetricUnit, ledger_metrics, logger
 from .worker import TaskEvent, raise_simulated_failure
+
+
+class ChildWorkFailed(LedgerError):
+    """The processing function returned a function error: the message is retried (and, once its
+    retries are exhausted, counted FAILED by the DLQ / on-failure recorder)."""
 
 
 class FinalizeFailed(LedgerError):
@@ -113,13 +120,28 @@ def work_then_record(message: ChildMessage, attempt: int, source: str) -> dict[s
 
 
 def do_child_work(message: ChildMessage, attempt: int) -> dict[str, Any]:
-    """The example child's work. ``payload.simulateFailure`` fails it on purpose, exactly like the
-    workflow tasks (fanout_common.worker): {"mode": "transient", "times": N} fails the first N
-    attempts, "permanent" and "fatal" every attempt (so the message ends in the DLQ)."""
+    """The child's work: the processing function (CHILD_FUNCTION_NAME), invoked synchronously
+    with ``{"batchId", "childId", "payload", "attempt"}``; without one, the example work, where
+    ``payload.simulateFailure`` fails it on purpose, exactly like the workflow tasks
+    (fanout_common.worker): {"mode": "transient", "times": N} fails the first N attempts,
+    "permanent" and "fatal" every attempt (so the message ends in the DLQ)."""
+    function_name = os.environ.get("CHILD_FUNCTION_NAME")
+    if function_name:
+        return invoke_processing_function(lambda_client(), function_name, message, attempt)
     raise_simulated_failure(
         TaskEvent(message.batch_id, message.child_id, message.payload, attempt, execution_arn="")
     )
     return {"childId": message.child_id, "processed": True}
+
+
+def invoke_processing_function(client: Any, function_name: str, message: ChildMessage, attempt: int) -> dict[str, Any]:
+    """One child's work by the app's function; its function error fails the child's attempt."""
+    event = {"batchId": message.batch_id, "childId": message.child_id, "payload": message.payload, "attempt": attempt}
+    response = client.invoke(FunctionName=function_name, InvocationType="RequestResponse", Payload=json.dumps(event).encode())
+    body = response["Payload"].read()
+    if response.get("FunctionError"):
+        raise ChildWorkFailed(f"child {message.child_id} of batch {message.batch_id}: {function_name} failed: {body[:500]!r}")
+    return json.loads(body or b"null")
 
 
 def invoke_finalizer(client: Any, function_name: str, batch_id: str, identity: str) -> dict[str, Any]:
