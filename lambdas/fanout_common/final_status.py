@@ -32,7 +32,7 @@ from .errors import FinalStatusConflict
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
 
-# Used verbatim by the state machine's RecordBatchFailure DynamoDB UpdateItem (stacks/constructs).
+# Used verbatim by the state machine's RecordBatchFailure DynamoDB UpdateItem (statemachines/states.py).
 FAILURE_UPDATE_EXPRESSION = (
     "SET #status = :failed, failedTasks = :failedTasks, executionArn = :executionArn, "
     "updatedAt = :updatedAt ADD failedRuns :one"
