@@ -1,7 +1,10 @@
-"""Suite-wide setup: import paths, offline fake AWS credentials, and the supported Node for jsii."""
+"""Suite-wide setup: the repository root, offline fake AWS credentials, and the supported Node for jsii."""
 
 import os
+from pathlib import Path
 
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository (tests import it from here)
 
 # Nothing here may reach AWS: fake credentials, a fixed region, no IMDS lookups.
 for key, value in {
