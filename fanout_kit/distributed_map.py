@@ -167,6 +167,7 @@ class DistributedMapFanOut(FanOutWorkflow):
             map_labels=[f"ProcessItems{fmt}" for fmt in FORMATS],
             map_run_policy=self.map_run_policy, forward_function=self.forward_failed_items,
         )
+        self._seal()
 
     def _definition(self) -> dict:
         """The state machine's ASL as it deploys (tokens such as ARNs replaced by a placeholder)."""

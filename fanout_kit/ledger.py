@@ -32,6 +32,7 @@ from fanout_kit.final_status_store import FinalStatusStore
 from fanout_kit.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from fanout_kit.ledger_table import LedgerTable
 from fanout_kit.nag import acknowledge_ledger_queue
+from fanout_kit.read_only import ReadOnlyAttributes
 from fanout_kit.settings import AlarmThresholds, LedgerSettings, ResourceSettings
 from fanout_kit.storage import secure_queue
 from fanout_kit.workflow_alarms import alarm_topic
@@ -42,7 +43,7 @@ RECORDER_TIMEOUT_SECONDS = 60
 SWEEPER_TIMEOUT_SECONDS = 120
 
 
-class CompletionLedger(Construct):
+class CompletionLedger(ReadOnlyAttributes, Construct):
     """The ledger table, its SQS and Kinesis intakes with their consumers, the DLQ and on-failure
     recorders, the deadline sweeper, the status store with UpdateFinalStatus, and the alarms.
 
@@ -137,6 +138,7 @@ class CompletionLedger(Construct):
             targets=[targets.LambdaFunction(self.sweeper, retry_attempts=2)],
         )
         self._add_alarms(alarms, existing_alarm_topic)
+        self._seal()
 
     def _add_sqs_intake(self, consumer_timeout: int) -> None:
         ledger = self.settings

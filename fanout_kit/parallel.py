@@ -148,3 +148,4 @@ class ParallelFanOut(FanOutWorkflow):
             alarms=alarms,
             existing_alarm_topic=existing_alarm_topic,
         )
+        self._seal()

@@ -18,6 +18,7 @@ from constructs import Construct
 from fanout_kit.dead_letter_queue import TaskDeadLetterQueue
 from fanout_kit.execution_failure_guard import ExecutionFailureGuard
 from fanout_kit.final_status_store import FinalStatusStore
+from fanout_kit.read_only import ReadOnlyAttributes
 from fanout_kit.settings import VENDED_LOGS_PREFIX, AlarmThresholds, ResourceSettings, WorkflowRetries
 from fanout_kit.workflow_alarms import WorkflowAlarms
 from fanout_kit.workflow_state_machine import WorkflowStateMachine
@@ -30,7 +31,7 @@ def one_of(existing: object, props: object, existing_name: str, props_name: str)
         raise ConfigError(f"{existing_name} and {props_name}: pass one of them, not both")
 
 
-class FanOutWorkflow(Construct):
+class FanOutWorkflow(ReadOnlyAttributes, Construct):
     """Base of the workflow constructs. Attributes (read-only): ``dead_letter_queue``,
     ``status_table``, ``update_final_status``, then ``state_machine``, ``failure_guard``,
     ``alarm_topic`` (None without alarms), ``alarms``."""

@@ -275,3 +275,13 @@ def test_completion_ledger_runs_the_users_processing_function():
     assert len(invokes) == 2 and ledger.processing_function is process
     with pytest.raises(ConfigError, match=r"^processing_function: must be a Lambda function"):
         CompletionLedger(bare_stack("Other"), "Ledger", processing_function="my-function")
+
+
+def test_the_constructs_resources_are_read_only_attributes():
+    stack = bare_stack()
+    fanout = ParallelFanOut(stack, "Orders", tasks=[FanOutTask("Charge", user_function(stack, "Fn"))])
+    with pytest.raises(AttributeError, match="ParallelFanOut.state_machine is read-only"):
+        fanout.state_machine = None
+    ledger = CompletionLedger(stack, "Ledger")
+    with pytest.raises(AttributeError, match="CompletionLedger.table is read-only"):
+        ledger.table = None
