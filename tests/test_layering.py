@@ -71,8 +71,11 @@ def describe(found: dict) -> str:
     return "; ".join(f"{top}: {' -> '.join(found['chains'].get(top, ['?']))}" for top in found["loaded"])
 
 
-def test_the_cdk_app_loads_no_boto3_botocore_or_powertools():
-    found = imported_runtime_modules("stacks.app_builder")
+@pytest.mark.parametrize("module", ["stacks.app_builder", "fanout_kit.parallel", "fanout_kit.distributed_map",
+                                    "fanout_kit.ledger"])
+def test_the_cdk_app_loads_no_boto3_botocore_or_powertools(module):
+    """The app, and each construct as another app imports it."""
+    found = imported_runtime_modules(module)
     assert found["loaded"] == [], (
         f"the CDK app loads runtime-only packages at synth ({describe(found)}); import a pure "
         "module (constants, rules) instead, or move the import into the function that needs it"
