@@ -36,7 +36,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 import threading
 import time
 import uuid

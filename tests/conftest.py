@@ -1,7 +1,6 @@
 """Suite-wide setup: import paths, offline fake AWS credentials, and the supported Node for jsii."""
 
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

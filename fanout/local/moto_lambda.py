@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 import threading
 import traceback
 import uuid
