@@ -302,6 +302,9 @@ class LocalEngine:
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
+        from fanout.ops.aws import environment
+
+        self.env = environment(self.app.env_name)  # cdk.json's, for the deployments (before any patch)
         if self.quiet:
             for name in QUIET_LOGGERS:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -484,11 +487,11 @@ class LocalEngine:
     def _resolve_outputs(self, workflow: str, template: Mapping[str, Any]) -> Any:
         """The stack's CfnOutputs resolved against the local resources: the deployment object the
         ops CLI builds from the same outputs of the deployed stack."""
-        from fanout.ops.aws import deployment_of, environment
+        from fanout.ops.aws import deployment_of
 
         resolve = make_resolver(*local_names(template, self.region), self.region)
         outputs = {key: str(resolve(output["Value"])) for key, output in template.get("Outputs", {}).items()}
-        return deployment_of(environment(self.app.env_name), workflow, self.region, outputs)
+        return deployment_of(self.env, workflow, self.region, outputs)
 
     def _create_table(self, name: str, props: Mapping[str, Any]) -> None:
         kwargs: dict[str, Any] = {
