@@ -25,8 +25,9 @@ from fanout.faults import (
     parse_task_fault,
 )
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
-from fanout.ops.watch import counts_line
-from fanout.views import PlainTaskLog, cause_message, error_line, make_console, task_table
+from fanout.ops.dlq import describe
+from fanout.ops.watch import batch_id_of, counts_line
+from fanout.views import PlainTaskLog, error_line, make_console, task_table
 
 
 # Kept out of the view: handler logs (Powertools reads these when a handler module creates its
@@ -170,10 +171,10 @@ def run_demo(args: Any, console: Console | None = None) -> int:
             result = _follow_tasks(console, engine, arn, title)
         else:
             result = _follow_items(console, engine, arn, title, execution_input.get("batchId") or plan.name)
-        batch_id = _batch_id(result.history) or execution_input.get("batchId")
+        batch_id = batch_id_of(result.described, result.history)
         record = engine.status_record(batch_id, workflow) if batch_id else None
         map_run = engine.map_run_counts(result.arn) if workflow == "map" else None
-        dlq = engine.dlq_messages(workflow)
+        dlq = engine.dlq_peek(workflow)
         invocations = len(engine.router.invocations)
         waits = list(engine.retry_clock.waits)
         adaptations = list(engine.adaptations)
@@ -192,7 +193,10 @@ def run_demo(args: Any, console: Console | None = None) -> int:
     )
     console.print(f"dead-letter queue: {len(dlq)} message(s)")
     for message in dlq[:10]:
-        console.print("  - " + escape(describe_dlq_message(message)))
+        first, *rest = describe(message)
+        console.print("  - " + escape(first))
+        for line in rest:
+            console.print("    " + escape(line))
     if len(dlq) > 10:
         console.print(f"  ... and {len(dlq) - 10} more")
     verb = "slept" if not args.no_sleep else "recorded, not slept"
@@ -209,16 +213,6 @@ def run_demo(args: Any, console: Console | None = None) -> int:
         f"execution {result.seconds:.2f}s"
     )
     return 0 if result.status == "SUCCEEDED" else 1
-
-
-def describe_dlq_message(message: dict[str, Any]) -> str:
-    """One line (two for a task) per DLQ message, for people."""
-    cause = cause_message(message.get("cause", ""))
-    head = f"task={message.get('task')} batch={message.get('batchId')} error={message.get('error')} cause={cause!r}"
-    if "items" in message:
-        indexes = [i.get("index") for i in message["items"]]
-        return f"{head}\n    items={indexes} execution={message.get('executionArn')}"
-    return f"{head}\n    input={json.dumps(message.get('input'))}\n    execution={message.get('executionArn')}"
 
 
 def _follow_tasks(console: Console, engine: Any, arn: str, title: str) -> Any:
@@ -262,10 +256,3 @@ def _follow_items(console: Console, engine: Any, arn: str, title: str, batch_id:
         result = engine.wait(arn, on_event=on_event, poll_seconds=0.2)
         on_event({})
         return result
-
-
-def _batch_id(history: list[dict[str, Any]]) -> str | None:
-    for event in history:
-        if event["type"] == "TaskStateExited" and event["stateExitedEventDetails"]["name"] in ("ValidateInput", "PrepareBatch"):
-            return json.loads(event["stateExitedEventDetails"]["output"]).get("batchId")
-    return None

@@ -115,9 +115,8 @@ def parallel_scenarios(engine: Any) -> list[str]:
 
 
 def _status_write_attempts(engine: Any) -> int:
-    from stacks.config import load_environment, read_cdk_context
-
-    return load_environment(read_cdk_context(), engine.app.env_name).status_write_retry.max_attempts + 1
+    (workflow,) = engine.workflows
+    return engine.deployment(workflow).env.status_write_retry.max_attempts + 1
 
 
 def map_scenarios(engine: Any) -> list[str]:

@@ -18,6 +18,13 @@ What the local run adapts, all here and all visible:
 * Optionally (``dynamodb_contention=ContentionModel(...)``), DynamoDB write contention as DynamoDB
   has it and moto does not: ``fanout/local/dynamodb_contention.py``.
 
+The deployed view: after deploying a stack, the engine resolves the template's ``Outputs`` against
+the local resources into the same ``fanout.ops.aws.Deployment`` the ops CLI builds from
+CloudFormation's DescribeStacks (``engine.deployment(workflow)``), and reads executions, the
+dead-letter queue and the status record with the ops CLI's readers (``fanout.ops.watch``,
+``fanout.ops.dlq``). Lambda's event source mappings (which moto does not run in-process) are
+emulated by ``fanout/local/event_sources.py``.
+
 Server mode (``endpoint_url=``): instead of ``mock_aws`` in this process, the stacks are deployed
 into a ``moto server`` reached over HTTP (``moto.server.ThreadedMotoServer`` started in *this*
 process, since the Lambda routing and the other patches act on moto's classes in-process), so
@@ -229,6 +236,7 @@ class ExecutionResult:
     cause: str | None
     history: list[dict[str, Any]]
     seconds: float
+    described: dict[str, Any] = field(default_factory=dict)  # DescribeExecution's answer at the end
 
 
 @dataclass
@@ -280,6 +288,7 @@ class LocalEngine:
         self.router.on_hang = self._charge_hang
         self.quiet = quiet
         self.stacks: dict[str, LocalStack] = {}
+        self.deployments: dict[str, Any] = {}  # workflow -> fanout.ops.aws.Deployment
         self._exit = ExitStack()
         self._sqs_send_faults: dict[str, int] = {}
         self._env_backup: dict[str, str | None] = {}
@@ -294,6 +303,9 @@ class LocalEngine:
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
+        from fanout.ops.aws import environment
+
+        self.env = environment(self.app.env_name)  # cdk.json's, for the deployments (before any patch)
         if self.quiet:
             for name in QUIET_LOGGERS:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -336,7 +348,9 @@ class LocalEngine:
         self.sqs = self.client("sqs")
         self.dynamodb = self.client("dynamodb")
         for workflow in self.workflows:
-            self.stacks[workflow] = self._deploy(self.app.template(workflow))
+            template = self.app.template(workflow)
+            self.stacks[workflow] = self._deploy(template)
+            self.deployments[workflow] = self._resolve_outputs(workflow, template)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -472,6 +486,15 @@ class LocalEngine:
                 local.rules.append((pattern, arn.rsplit(":", 1)[-1]))
         return local
 
+    def _resolve_outputs(self, workflow: str, template: Mapping[str, Any]) -> Any:
+        """The stack's CfnOutputs resolved against the local resources: the deployment object the
+        ops CLI builds from the same outputs of the deployed stack."""
+        from fanout.ops.aws import deployment_of
+
+        resolve = make_resolver(*local_names(template, self.region), self.region)
+        outputs = {key: str(resolve(output["Value"])) for key, output in template.get("Outputs", {}).items()}
+        return deployment_of(self.env, workflow, self.region, outputs)
+
     def _create_table(self, name: str, props: Mapping[str, Any]) -> None:
         kwargs: dict[str, Any] = {
             "TableName": name,
@@ -536,28 +559,26 @@ class LocalEngine:
                 return lid
         raise KeyError(f"no function {service!r} in the {workflow} workflow")
 
-    def state_machine_arn(self, workflow: str = "parallel") -> str:
-        (arn,) = self.stacks[workflow].state_machines.values()
-        return arn
+    def deployment(self, workflow: str = "parallel") -> Any:
+        """The deployed stack of ``workflow`` by its outputs (``fanout.ops.aws.Deployment``)."""
+        return self.deployments[workflow]
 
-    def only(self, kind: str, workflow: str = "parallel") -> str:
-        values = list(getattr(self.stacks[workflow], kind).values())
-        if len(values) != 1:
-            raise KeyError(f"{workflow} has {len(values)} {kind}, expected one")
-        return values[0]
+    def state_machine_arn(self, workflow: str = "parallel") -> str:
+        return self.deployment(workflow).state_machine_arn
 
     def queue_url(self, workflow: str = "parallel") -> str:
-        return self.only("queues", workflow)
+        """The workflow's dead-letter queue."""
+        return self.deployment(workflow).queue_url
 
     def table_name(self, workflow: str = "parallel") -> str:
         """The batch status table (UpdateFinalStatus's)."""
-        return self.stacks[workflow].setting("STATUS_TABLE_NAME")
+        return self.deployment(workflow).status_table
 
     def ledger_table_name(self, workflow: str = "ledger") -> str:
-        return self.stacks[workflow].setting("LEDGER_TABLE_NAME")
+        return self.deployment(workflow).ledger_table
 
     def bucket_name(self, workflow: str = "map") -> str:
-        return self.stacks[workflow].setting("BATCH_BUCKET_NAME")
+        return self.deployment(workflow).batch_bucket
 
     def map_run_counts(self, execution_arn: str) -> dict[str, int] | None:
         """The item counts of the execution's map run(s) (DescribeMapRun), live while it runs."""
@@ -570,14 +591,6 @@ class LocalEngine:
         self.client("s3").put_object(Bucket=self.bucket_name(workflow), Key=key, Body=body)
         return {"bucket": self.bucket_name(workflow), "key": key}
 
-    def ledger_counts(self, batch_id: str, workflow: str = "ledger") -> dict[str, Any] | None:
-        from fanout_common.ledger import batch_key, plain
-
-        item = self.dynamodb.get_item(
-            TableName=self.ledger_table_name(workflow), Key=batch_key(batch_id), ConsistentRead=True
-        ).get("Item")
-        return plain(item) if item else None
-
     # ------------------------------------------------------------- executions
     def start(self, workflow: str, execution_input: Any, name: str | None = None) -> str:
         return self.sfn.start_execution(
@@ -587,16 +600,9 @@ class LocalEngine:
         )["executionArn"]
 
     def history(self, execution_arn: str) -> list[dict[str, Any]]:
-        events, token = [], None
-        while True:
-            kwargs = {"executionArn": execution_arn, "maxResults": 1000}
-            if token:
-                kwargs["nextToken"] = token
-            page = self.sfn.get_execution_history(**kwargs)
-            events.extend(page["events"])
-            token = page.get("nextToken")
-            if not token:
-                return events
+        from fanout.ops.watch import history
+
+        return history(self.sfn, execution_arn)
 
     def follow(self, execution_arn: str, poll_seconds: float = 0.05) -> Iterator[dict[str, Any]]:
         """Yield history events as they happen, until the execution ends."""
@@ -634,6 +640,7 @@ class LocalEngine:
             cause=described.get("cause"),
             history=self.history(execution_arn),
             seconds=time.monotonic() - started,
+            described=described,
         )
 
     def iam_report(self):
@@ -669,28 +676,19 @@ class LocalEngine:
         return self.wait(self.start(workflow, execution_input), **kwargs)
 
     # ---------------------------------------------------------------- state
-    def dlq_messages(self, workflow: str = "parallel", queue_url: str | None = None) -> list[dict]:
-        """Every message in the DLQ, left in the queue (received, then made visible again)."""
+    def dlq_peek(self, workflow: str = "parallel", queue_url: str | None = None) -> list[Any]:
+        """Every visible message of the workflow's DLQ (or ``queue_url``), left in the queue: the
+        ops CLI's peek (received, then made visible again), as ``fanout.ops.dlq.Message``."""
+        from fanout.ops.dlq import LIST_HOLD_SECONDS, peek, release
+
         url = queue_url or self.queue_url(workflow)
-        messages, handles = [], []
-        while True:
-            got = self.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300
-            ).get("Messages", [])
-            if not got:
-                break
-            for m in got:
-                messages.append(json.loads(m["Body"]))
-                handles.append(m["ReceiptHandle"])
-        for i in range(0, len(handles), 10):
-            self.sqs.change_message_visibility_batch(
-                QueueUrl=url,
-                Entries=[
-                    {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                    for n, h in enumerate(handles[i : i + 10])
-                ],
-            )
+        messages, _in_flight = peek(self.sqs, url, LIST_HOLD_SECONDS)
+        release(self.sqs, url, messages)
         return messages
+
+    def dlq_messages(self, workflow: str = "parallel", queue_url: str | None = None) -> list[Any]:
+        """The bodies of ``dlq_peek``'s messages (parsed JSON objects; the text if not one)."""
+        return [m.raw if m.body is None else m.body for m in self.dlq_peek(workflow, queue_url)]
 
     def status_record(self, batch_id: str, workflow: str = "parallel") -> dict[str, Any] | None:
         from fanout_common.final_status import read_status  # noqa: PLC0415

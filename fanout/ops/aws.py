@@ -135,7 +135,9 @@ class Aws:
 
 @dataclass
 class Deployment:
-    """One deployed workflow stack of an environment, by its CloudFormation outputs."""
+    """One deployed workflow stack of an environment, by its CloudFormation outputs: what the ops
+    CLI reads from DescribeStacks (``find_deployment``), and what the local engine resolves from the
+    synthesized template's Outputs (``LocalEngine.deployment``); both build it with ``deployment_of``."""
 
     env: EnvironmentConfig
     workflow: str
@@ -162,6 +164,23 @@ class Deployment:
     @property
     def status_table(self) -> str:
         return self.output("StatusTableName")
+
+    @property
+    def batch_bucket(self) -> str:
+        """The Map workflow's batch data bucket (manifests, result files)."""
+        return self.output("BatchBucketName")
+
+    @property
+    def ledger_table(self) -> str:
+        """The completion ledger stack's ledger table."""
+        return self.output("LedgerTableName")
+
+
+def deployment_of(cfg: EnvironmentConfig, workflow: str, region: str, outputs: Mapping[str, str]) -> Deployment:
+    """The deployment of ``workflow`` of ``cfg`` in ``region``, from its stack's outputs."""
+    return Deployment(
+        env=cfg, workflow=workflow, stack_name=stack_names(cfg)[workflow], region=region, outputs=dict(outputs)
+    )
 
 
 def find_deployment(
@@ -195,7 +214,7 @@ def find_deployment(
             f"stack {name} in {aws.region} is {status}: fix and run npx cdk deploy -c env={cfg.name}"
         )
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    return Deployment(env=cfg, workflow=workflow, stack_name=name, region=aws.region, outputs=outputs)
+    return deployment_of(cfg, workflow, aws.region, outputs)
 
 
 @contextmanager

@@ -52,15 +52,22 @@ def _parse(raw: str) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+QUEUE_COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed")
+
+
+def queue_counts(sqs: Any, queue_url: str) -> dict[str, int]:
+    """The queue's approximate message counts (visible, in flight, delayed), by attribute name."""
+    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(QUEUE_COUNTS))["Attributes"]
+    return {name: int(attrs.get(name, 0)) for name in QUEUE_COUNTS}
+
+
 def peek(sqs: Any, queue_url: str, hold_seconds: int) -> tuple[list[Message], int]:
     """Receive every visible message (they stay hidden for ``hold_seconds`` unless released);
     also returns how many were already in flight (hidden by another reader)."""
-    attrs = sqs.get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    expected = int(attrs.get("ApproximateNumberOfMessages", 0))
-    in_flight = int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0))
+    counts = queue_counts(sqs, queue_url)
+    expected = counts["ApproximateNumberOfMessages"]
+    in_flight = counts["ApproximateNumberOfMessagesNotVisible"]
     messages: list[Message] = []
     seen: set[str] = set()
     empty_polls = 0
@@ -447,7 +454,7 @@ def cmd_redrive(args: Any, out: Any) -> int:
             )
         state = "SUCCEEDED (an earlier redrive finalized it)" if record and record.get("status") == "SUCCEEDED" else "FAILED"
         if deployment.workflow == "map":
-            s3, bucket = aws.client("s3"), deployment.output("BatchBucketName")
+            s3, bucket = aws.client("s3"), deployment.batch_bucket
             plan = plan_map_redrive(args.batch, mine, record, sfn, s3, bucket)
             out.print(f"batch {args.batch}: {state}; recorded failed items: {record.get('failedItems')} of {record.get('totalItems')}")
             out.print(f"redrive of {plan.target}")

@@ -21,6 +21,7 @@ from moto import mock_aws
 from rich.console import Console
 
 from fanout import ledger_demo
+from fanout.local.event_sources import KinesisEventSource, KinesisMapping
 from fanout_common.final_status import read_status
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -152,11 +153,11 @@ def test_a_function_error_bisects_the_batch_until_the_poison_record_is_isolated_
             {"Data": json.dumps({"childId": c}).encode(), "PartitionKey": "k"} for c in ids])
         router = StubRouter()
         engine = SimpleNamespace(router=router, region="eu-west-1", sqs=sqs, client=lambda service: kinesis)
-        mapping = ledger_demo.KinesisMapping(
+        mapping = KinesisMapping(
             logical_id="M", stream_id="s", stream_arn=arn, function_id="Fn", batch_size=10, bisect_on_error=True,
             max_retry_attempts=1, report_batch_item_failures=True, on_failure_queue_id="on-failure")
-        source = ledger_demo.KinesisEventSource(engine, mapping, failure_queue_url=queue,
-                                                sqs_lock=threading.Lock(), stop=threading.Event())
+        source = KinesisEventSource(engine, mapping, failure_queue_url=queue,
+                                    sqs_lock=threading.Lock(), stop=threading.Event())
         assert source._poll_once(source.shards[0]) is True
         # [a b poison d] fails -> halves [a b] ok, [poison d] fails -> [poison] fails twice
         # (1 + MaximumRetryAttempts), discarded; [d] ok. Splitting costs no retry.

@@ -19,8 +19,6 @@ from moto.server import ThreadedMotoServer
 from fanout.local.engine import LocalEngine
 from fanout.local.moto_fixes import serialized_dynamodb_writes
 
-from fanout.ops.aws import REQUIRED_OUTPUTS as OUTPUTS  # what the CLI reads of each stack
-
 
 def _is_lambda_invoke(environ: dict[str, Any]) -> bool:
     path = environ.get("PATH_INFO", "")
@@ -67,21 +65,11 @@ def reset(endpoint: str) -> None:
         response.read()
 
 
-def stack_outputs(engine: LocalEngine, workflow: str) -> dict[str, str]:
-    values = {
-        "StateMachineArn": engine.state_machine_arn(workflow),
-        "DeadLetterQueueUrl": engine.queue_url(workflow),
-        "StatusTableName": engine.table_name(workflow),
-    }
-    if workflow == "map":
-        values["BatchBucketName"] = engine.bucket_name(workflow)
-    return {key: values[key] for key in OUTPUTS[workflow]}
-
-
 def create_stack(engine: LocalEngine, workflow: str) -> str:
-    """A CloudFormation stack named like the deployed one, whose Outputs are the local values
-    (one cheap SSM parameter as its resource: moto's CloudFormation supports it)."""
-    name = engine.app.workflow_stacks[workflow]
+    """A CloudFormation stack named like the deployed one, whose Outputs are the local values: the
+    synthesized template's outputs as the engine resolved them (``engine.deployment``), one cheap
+    SSM parameter as its resource (moto's CloudFormation supports it)."""
+    name = engine.deployment(workflow).stack_name
     template = {
         "Resources": {
             "DeployedMarker": {
@@ -89,7 +77,7 @@ def create_stack(engine: LocalEngine, workflow: str) -> str:
                 "Properties": {"Name": f"/fanout/{name}/deployed", "Type": "String", "Value": "moto"},
             }
         },
-        "Outputs": {key: {"Value": value} for key, value in stack_outputs(engine, workflow).items()},
+        "Outputs": {key: {"Value": value} for key, value in engine.deployment(workflow).outputs.items()},
     }
     engine.client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
     return name
