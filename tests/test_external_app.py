@@ -93,3 +93,16 @@ def test_the_external_app_runs_on_the_local_engine(external):
         assert message["task"] == "SendWelcome" and message["error"] == "NonRetryableTaskError"
         assert json.loads(json.dumps(message["input"])) == {"email": "nobody"}
         assert engine.status_record("signup-2")["status"] == "FAILED"
+
+
+def test_outputs_of_a_construct_under_another_id_are_found_by_key():
+    from fanout.ops.aws import Deployment, OpsError
+
+    one = Deployment(None, "parallel", "S", "eu-west-1", {"SignupStateMachineArnF44C3169": "arn:1"})
+    assert one.state_machine_arn == "arn:1"
+    two = Deployment(None, "parallel", "S", "eu-west-1",
+                     {"AStateMachineArn0123ABCD": "arn:a", "BStateMachineArn4567CDEF": "arn:b"})
+    with pytest.raises(OpsError, match="several StateMachineArn outputs"):
+        two.state_machine_arn
+    with pytest.raises(OpsError, match="has no output DeadLetterQueueUrl"):
+        one.queue_url

@@ -64,6 +64,7 @@ from fanout.local.moto_fixes import (
 from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS
 from fanout.local.template import (
+    EXTERNAL_APP,
     LOCAL_ACCOUNT,
     SynthesizedApp,
     code_directory,
@@ -305,7 +306,8 @@ class LocalEngine:
     def __enter__(self) -> "LocalEngine":
         from fanout.ops.aws import environment
 
-        self.env = environment(self.app.env_name)  # cdk.json's, for the deployments (before any patch)
+        # cdk.json's environment, for the deployments (before any patch); None for another app
+        self.env = None if self.app.env_name == EXTERNAL_APP else environment(self.app.env_name)
         if self.quiet:
             for name in QUIET_LOGGERS:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -493,7 +495,7 @@ class LocalEngine:
 
         resolve = make_resolver(*local_names(template, self.region), self.region)
         outputs = {key: str(resolve(output["Value"])) for key, output in template.get("Outputs", {}).items()}
-        return deployment_of(self.env, workflow, self.region, outputs)
+        return deployment_of(self.env, workflow, self.region, outputs, stack_name=self.app.workflow_stacks[workflow])
 
     def _create_table(self, name: str, props: Mapping[str, Any]) -> None:
         kwargs: dict[str, Any] = {

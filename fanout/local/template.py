@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 LOCAL_ACCOUNT = "123456789012"  # moto's default account
+EXTERNAL_APP = "external"  # env_name of an assembly of another app (load_assembly): no cdk.json settings
 
 
 # What the synthesized templates are made of: a change to any of these files (or to the CDK,
@@ -126,7 +127,7 @@ def _load(folder: Path) -> SynthesizedApp:
 
 
 def load_assembly(
-    folder: str | Path, *, workflow_stacks: Mapping[str, str], region: str, env_name: str = "external"
+    folder: str | Path, *, workflow_stacks: Mapping[str, str], region: str, env_name: str = EXTERNAL_APP
 ) -> SynthesizedApp:
     """A cloud assembly synthesized by any CDK app (``cdk synth`` / ``CDK_OUTDIR``), for the local
     engine: ``workflow_stacks`` names the stack that holds each workflow ({"parallel": "MyStack"})."""

@@ -139,19 +139,26 @@ class Deployment:
     CLI reads from DescribeStacks (``find_deployment``), and what the local engine resolves from the
     synthesized template's Outputs (``LocalEngine.deployment``); both build it with ``deployment_of``."""
 
-    env: EnvironmentConfig
+    env: EnvironmentConfig | None  # None: an app without this kit's cdk.json (examples/external_app, locally)
     workflow: str
     stack_name: str
     region: str
     outputs: dict[str, str] = field(default_factory=dict)
 
     def output(self, key: str) -> str:
-        if key not in self.outputs:
-            raise OpsError(
-                f"stack {self.stack_name} in {self.region} has no output {key}: it was deployed by an "
-                f"older version of the kit; run npx cdk deploy -c env={self.env.name}"
-            )
-        return self.outputs[key]
+        """The output ``key``; in a stack where a construct other than "Default" called
+        ``add_outputs()``, its ``<construct id><key><hash>`` (CDK's logical id of a nested output)."""
+        if key in self.outputs:
+            return self.outputs[key]
+        nested = [k for k in self.outputs if re.fullmatch(rf"[A-Za-z0-9]+{key}[0-9A-F]{{8}}", k)]
+        if len(nested) == 1:
+            return self.outputs[nested[0]]
+        if len(nested) > 1:
+            raise OpsError(f"stack {self.stack_name} has several {key} outputs ({', '.join(sorted(nested))})")
+        raise OpsError(
+            f"stack {self.stack_name} in {self.region} has no output {key}: it was deployed by an "
+            f"older version of the kit; run npx cdk deploy -c env={self.env.name if self.env else 'ENV'}"
+        )
 
     @property
     def state_machine_arn(self) -> str:
@@ -176,10 +183,18 @@ class Deployment:
         return self.output("LedgerTableName")
 
 
-def deployment_of(cfg: EnvironmentConfig, workflow: str, region: str, outputs: Mapping[str, str]) -> Deployment:
-    """The deployment of ``workflow`` of ``cfg`` in ``region``, from its stack's outputs."""
+def deployment_of(
+    cfg: EnvironmentConfig | None,
+    workflow: str,
+    region: str,
+    outputs: Mapping[str, str],
+    stack_name: str | None = None,
+) -> Deployment:
+    """The deployment of ``workflow`` of ``cfg`` in ``region``, from its stack's outputs
+    (``stack_name``: another app's stack, where ``cfg`` is None)."""
     return Deployment(
-        env=cfg, workflow=workflow, stack_name=stack_names(cfg)[workflow], region=region, outputs=dict(outputs)
+        env=cfg, workflow=workflow, stack_name=stack_name or stack_names(cfg)[workflow], region=region,
+        outputs=dict(outputs),
     )
 
 
