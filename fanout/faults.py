@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fanout_common.simulation import SIMULATE_KEY
+
 LAMBDA_FAULT_CODES = (
     "ServiceException",
     "AWSLambdaException",
@@ -66,8 +68,6 @@ def parse_lambda_fault(text: str) -> tuple[str, list[str]]:
 
 def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) -> dict[str, Any]:
     """A copy of the input with each fault's switch added to its task's payload."""
-    from fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
-
     out = copy.deepcopy(execution_input)
     tasks = out.get("tasks")
     for fault in faults:
@@ -90,8 +90,6 @@ def parse_item_fault(text: str) -> tuple[int, TaskFault]:
 
 def apply_item_faults(execution_input: dict[str, Any], faults: list[tuple[int, TaskFault]]) -> dict[str, Any]:
     """A copy of a Map input with each fault's switch added to the item at that index."""
-    from fanout_common.worker import SIMULATE_KEY  # here: importing it creates a logger
-
     out = copy.deepcopy(execution_input)
     items = out.get("items")
     for index, fault in faults:

@@ -23,9 +23,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from .errors import NonRetryableTaskError, RetryableTaskError
 from .metric_names import TASK_FAILED_METRIC, TASK_RETRIED_METRIC, TASK_SUCCEEDED_METRIC
 from .observability import MetricUnit, logger, metrics, tracer
+from .simulation import MODES, SIMULATE_KEY
 
-SIMULATE_KEY = "simulateFailure"
-MODES = ("transient", "permanent", "fatal", "hang")
 HANG_SECONDS = 900  # Lambda's maximum timeout: a "hang" outlives any function's timeout
 
 

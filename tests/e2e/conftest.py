@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from fanout.local.engine import LocalEngine
-from fanout_common.worker import SIMULATE_KEY
+from fanout_common.simulation import SIMULATE_KEY
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "batch.json").read_text())
 

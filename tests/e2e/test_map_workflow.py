@@ -11,7 +11,7 @@ import pytest
 from fanout.local.engine import LocalEngine
 from fanout.local.history import states_entered, task_attempts
 from tests.e2e.conftest import assert_no_denied_calls
-from fanout_common.worker import SIMULATE_KEY
+from fanout_common.simulation import SIMULATE_KEY
 
 
 @contextmanager
