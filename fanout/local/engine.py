@@ -307,7 +307,9 @@ class LocalEngine:
         from fanout.ops.aws import environment
 
         # cdk.json's environment, for the deployments (before any patch); None for another app
-        self.env = None if self.app.env_name == EXTERNAL_APP else environment(self.app.env_name)
+        self.env = (
+            None if self.app.env_name == EXTERNAL_APP else self.app.config or environment(self.app.env_name)
+        )
         if self.quiet:
             for name in QUIET_LOGGERS:
                 logging.getLogger(name).setLevel(logging.CRITICAL)

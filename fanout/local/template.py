@@ -36,6 +36,8 @@ class SynthesizedApp:
     workflow_stacks: dict[str, str]  # workflow ("parallel") -> stack name
     region: str
     cached: bool = False  # reused from the synth cache (same app inputs)
+    # The settings it was synthesized with, when they are not cdk.json's (synthesize(context=...))
+    config: Any = None
 
     def template(self, workflow: str) -> dict[str, Any]:
         return self.templates[self.workflow_stacks[workflow]]
@@ -115,6 +117,7 @@ def _synth(env_name: str, out: Path, context: Mapping[str, Any] | None = None) -
         templates=templates,
         workflow_stacks={k: s.stack_name for k, s in stacks.items()},
         region=cfg.region,
+        config=cfg if context is not None else None,
     )
 
 

@@ -250,6 +250,7 @@ def test_failures_within_the_threshold_still_finalize_and_reach_the_dlq(tmp_path
     context["fanout:environments"]["dev"]["map"]["failureThreshold"] = 1
     app = synthesize("dev", tmp_path, context=context)
     with deployed(app) as engine:
+        assert engine.deployment("map").env.map.failure_threshold == 1  # the settings it was synthesized with
         tolerated = run(engine, "m-tolerated", items=items(5, i2={"mode": "fatal"}))
         assert tolerated.status == "SUCCEEDED"
         assert "WithinFailureThreshold?" in states_entered(tolerated.history)
