@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fanout.demo import quiet_handler_logs
+    from fanout.handler_logs import quiet_handler_logs
 
     quiet_handler_logs()  # before any handler module creates its logger
     args = build_parser().parse_args(argv)

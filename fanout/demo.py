@@ -4,8 +4,6 @@ synthesized state machine with the real handlers, shows each task live, prints t
 from __future__ import annotations
 
 import json
-import logging
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from fanout.errors import CliError
+from fanout.handler_logs import quiet_handler_logs
 from fanout.faults import (
     apply_item_faults,
     apply_task_faults,
@@ -30,24 +29,9 @@ from fanout.ops.watch import batch_id_of, counts_line
 from fanout.views import PlainTaskLog, error_line, make_console, task_table
 
 
-# Kept out of the view: handler logs (Powertools reads these when a handler module creates its
-# logger, so they are set before any handler module is imported; the view shows every failure from
-# the execution history), X-Ray, EMF metric lines. A value the user set wins:
-# POWERTOOLS_LOG_LEVEL=INFO fanout run ... shows the handlers' JSON lines as Lambda would log them.
-QUIET_ENV = {
-    "POWERTOOLS_LOG_LEVEL": "CRITICAL",
-    "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon locally
-    "POWERTOOLS_METRICS_DISABLED": "true",
-}
 # --dlq-send-failures makes the DLQ's SendMessage fail; only a task that ends dead-lettered sends.
 DEAD_LETTERING_MODES = ("permanent", "fatal")
 MANIFEST_PLACEHOLDER_BUCKET = "local-batch-bucket"  # validated before synth; the real one after
-
-
-def quiet_handler_logs() -> None:
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
-    logging.getLogger("aws_lambda_powertools").setLevel(logging.CRITICAL)
 
 
 @dataclass

@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import io
 import json
-import logging
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from fanout.handler_logs import quiet_handler_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "batch.json"
@@ -144,13 +144,7 @@ def collect(env_name: str = "dev", *, app: Any = None, include_ledger: bool = Tr
     from fanout.local.engine import LocalEngine
     from fanout.local.template import synthesize
 
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    logging.getLogger("aws_lambda_powertools").setLevel(logging.ERROR)
-    # Powertools loggers of one service share a stdlib logger whose level the first Logger() set
-    # (the CLI imports fanout_common.worker before this runs): quiet it too.
-    logging.getLogger("service_undefined").setLevel(logging.ERROR)
+    quiet_handler_logs("ERROR")
     app = app or synthesize(env_name)
     summary = Summary()
     reports = []

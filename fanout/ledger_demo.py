@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
 import threading
 import time
@@ -31,6 +29,7 @@ from typing import Any
 from rich.console import Console
 
 from fanout.errors import CliError
+from fanout.handler_logs import quiet_env, quiet_handler_logs
 from fanout.local.event_sources import (
     EventSourcePollers,
     KinesisEventSource,
@@ -50,11 +49,7 @@ WORKFLOW = "ledger"
 SOURCE_SERVICE = "LedgerSqsConsumer"  # POWERTOOLS_SERVICE_NAME of the source queue's consumer
 DEFAULT_VISIBILITY_TIMEOUT = 1  # seconds; the template's are minutes
 DEFAULT_TIMEOUT_SECONDS = 120.0
-QUIET_ENV = {
-    "POWERTOOLS_LOG_LEVEL": "WARNING",  # keep handler logs out of the view
-    "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon locally
-    "POWERTOOLS_METRICS_DISABLED": "true",  # no EMF lines in the view
-}
+QUIET_ENV = quiet_env("WARNING")  # handler logs out of the view (fanout.handler_logs)
 
 
 # --------------------------------------------------------------------------- the template's wiring
@@ -492,10 +487,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_from_args(args: argparse.Namespace, console: Console | None = None) -> int:
     """Synthesize, run, print; the exit code says how the batch ended (EXIT_CODES)."""
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
-    logging.getLogger("aws_lambda_powertools").setLevel(logging.WARNING)
-    _quiet_preconfigured_handler_loggers()
+    quiet_handler_logs(QUIET_ENV["POWERTOOLS_LOG_LEVEL"])
     try:
         fail = sorted({int(i) for i in args.fail.split(",") if i.strip()})
     except ValueError:
@@ -524,18 +516,6 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
     except ValueError as exc:
         raise CliError(str(exc)) from None
     return exit_code(facts)
-
-
-def _quiet_preconfigured_handler_loggers() -> None:
-    """A Powertools Logger takes its level when its service's logger is first configured: the
-    ``fanout`` CLI imports handler code (fanout_common.worker) before QUIET_ENV is set, so those
-    loggers keep INFO and every child would print a JSON line. Apply QUIET_ENV's level to them."""
-    from aws_lambda_powertools.logging.constants import LOGGER_ATTRIBUTE_PRECONFIGURED
-
-    level = os.environ.get("POWERTOOLS_LOG_LEVEL", QUIET_ENV["POWERTOOLS_LOG_LEVEL"])
-    for logger in list(logging.Logger.manager.loggerDict.values()):
-        if isinstance(logger, logging.Logger) and getattr(logger, LOGGER_ATTRIBUTE_PRECONFIGURED, False):
-            logger.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
