@@ -181,7 +181,13 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
         [sys.executable, "-m", "fanout", "run", "examples/batch.json"],
         cwd=kit, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
-    time.sleep(2.5)  # well inside the synth (several seconds on a cold cache)
+    # Inside the synth: its work folder exists (polling, not a fixed sleep: a loaded machine may
+    # still be importing after a few seconds, where Ctrl-C is Python's own traceback).
+    deadline = time.monotonic() + 60
+    while not any((kit / ".fanout-cache" / "synth").glob(".dev-*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)  # jsii's Node is up
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert Result(proc.returncode, out, err).one_line() == "fanout: interrupted"
