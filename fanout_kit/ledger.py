@@ -79,6 +79,8 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             raise ConfigError(f"ledger: must be a LedgerSettings, got {ledger!r}")
         if not isinstance(alarms, AlarmThresholds):
             raise ConfigError(f"alarms: must be an AlarmThresholds, got {alarms!r}")
+        if not isinstance(settings, ResourceSettings):
+            raise ConfigError(f"settings: must be a ResourceSettings, got {settings!r}")
         self.resource_settings = settings
         self.settings = ledger
         self.ledger = LedgerTable(self, "Ledger", settings=settings, ledger=ledger)

@@ -58,6 +58,8 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
             raise ConfigError("status_table_props: the key is the kit's (batchId); leave partition_key and sort_key out")
         if not isinstance(retries, WorkflowRetries):
             raise ConfigError(f"retries: must be a WorkflowRetries, got {retries!r}")
+        if not isinstance(settings, ResourceSettings):
+            raise ConfigError(f"settings: must be a ResourceSettings, got {settings!r}")
         self.settings = settings
         self.retries = retries
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or TaskDeadLetterQueue(
@@ -85,6 +87,8 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         """``functions``: every function the state machine invokes, by name (its invoke grants and
         its alarms)."""
         whole_number(execution_timeout_minutes, "execution_timeout_minutes", 1, 525_600, "a Standard execution runs at most a year")
+        if alarms is not None and not isinstance(alarms, AlarmThresholds):
+            raise ConfigError(f"alarms: must be an AlarmThresholds or None (no alarms), got {alarms!r}")
         if alarms is None and existing_alarm_topic is not None:
             raise ConfigError("existing_alarm_topic: alarms are off (alarms=None); pass AlarmThresholds() to turn them on")
         if log_group_name is not None and not log_group_name.startswith(VENDED_LOGS_PREFIX):
