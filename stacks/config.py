@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fanout_kit.settings import (
+    LOG_RETENTION_DAYS,
     TASK_NAME,
     VENDED_LOGS_PREFIX,
     AlarmThresholds,
@@ -267,11 +268,17 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         where,
         {
             "log_retention_days": (1, None, ""),
-            "task_timeout_seconds": (1, None, ""),
+            "task_timeout_seconds": (1, 900, "Lambda allows at most 900 s"),
             "execution_timeout_minutes": (1, None, ""),
             "powertools_layer_version": (1, None, ""),
         },
     )
+
+    if top["log_retention_days"] not in LOG_RETENTION_DAYS:
+        raise ConfigError(
+            f"{where}.logRetentionDays: {top['log_retention_days']} is not a CloudWatch Logs retention; "
+            f"use one of {list(LOG_RETENTION_DAYS)}"
+        )
 
     return EnvironmentConfig(
         name=name,

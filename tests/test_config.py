@@ -105,3 +105,17 @@ def test_map_worker_reserved_concurrency_is_optional_and_checked():
         load_environment(_with_map(workerReservedConcurrency=100), "prod")
     with pytest.raises(ConfigError, match=r"workerReservedConcurrency: must be a whole number"):
         load_environment(_with_map(workerReservedConcurrency=True), "prod")
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("logRetentionDays", 10, "dev.logRetentionDays: 10 is not a CloudWatch Logs retention; use one of [1, 3, 5, 7, 14,"),
+        ("taskTimeoutSeconds", 901, "dev.taskTimeoutSeconds: must be a whole number from 1 to 900 (Lambda allows at most 900 s)"),
+    ],
+)
+def test_settings_the_constructs_would_refuse_are_named_by_their_cdk_json_key(key, value, message):
+    with pytest.raises(ConfigError) as err:
+        load_environment(_with(("fanout:environments", "dev", key), value), "dev")
+    assert message in str(err.value)
+
