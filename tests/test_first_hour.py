@@ -154,7 +154,7 @@ def test_a_mistake_is_one_line_before_any_synth(kit, inputs, case):
         (lambda text: text.replace('"env": "dev",', '"env": "dev"'),
          "cdk.json: not valid JSON: Expecting ',' delimiter (line "),
         (lambda text: text.replace('"taskTimeoutSeconds": 30', '"taskTimeoutSecond": 30'),
-         "cdk.json: context.fanout:environments.dev.taskTimeoutSeconds: must be a whole number >= 1, got None"),
+         "cdk.json: context.fanout:environments.dev.taskTimeoutSeconds: must be a whole number from 1 to 900 (Lambda allows at most 900 s), got None"),
     ],
     ids=["broken JSON", "a typo in a setting"],
 )
