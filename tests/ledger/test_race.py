@@ -87,8 +87,13 @@ def _round(http_dynamodb, pool, round_no: int, *, register: bool, failing: int |
 @pytest.mark.parametrize("round_no", range(ROUNDS))
 def test_last_children_together_every_child_twice_finalizes_once(http_dynamodb, pool, contention, round_no, shards):
     # Alternate the two ways a batch starts: registered up front / total in the first message.
-    ledger, batch_id, status_table, results = _round(http_dynamodb, pool, round_no, register=round_no % 2 == 0,
-                                                      failing=None, shards=shards)
+    # A round in which the scheduler let no two writes overlap (a loaded machine can serialize the
+    # threads) proves nothing about contention: it is raced again, on a new table, up to 3 times.
+    for attempt in range(3):
+        ledger, batch_id, status_table, results = _round(http_dynamodb, pool, 10 * round_no + attempt,
+                                                          register=round_no % 2 == 0, failing=None, shards=shards)
+        if contention.stats["transaction_conflicts"] > 0:
+            break
     assert contention.stats["transaction_conflicts"] > 0  # the model made writers collide
     outcomes = Counter(r.outcome for r, _ in results if not r.resumed)
     winners = [r for r, _ in results if r.outcome is Outcome.COMPLETED and not r.resumed]
