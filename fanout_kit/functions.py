@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from fanout_kit.nag import acknowledge_function
-from fanout_kit.settings import ResourceSettings
+from fanout_kit.settings import LOG_RETENTION, ResourceSettings
 
 _HERE = Path(__file__).resolve().parent
 # The installed wheel ships the handlers next to this module; in this repository they are lambdas/.
@@ -32,18 +32,9 @@ def removal_policy(settings: ResourceSettings) -> RemovalPolicy:
     return RemovalPolicy.RETAIN if settings.retain_data else RemovalPolicy.DESTROY
 
 
-# CloudWatch Logs accepts only these retention periods (days -> CDK enum member name).
-_RETENTION = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS",
-    30: "ONE_MONTH", 60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS",
-    150: "FIVE_MONTHS", 180: "SIX_MONTHS", 365: "ONE_YEAR", 400: "THIRTEEN_MONTHS",
-    545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1827: "FIVE_YEARS", 3653: "TEN_YEARS",
-}
-
-
 def retention(settings: ResourceSettings) -> logs.RetentionDays:
     """(ResourceSettings checked the days against the same list.)"""
-    return getattr(logs.RetentionDays, _RETENTION[settings.log_retention_days])
+    return getattr(logs.RetentionDays, LOG_RETENTION[settings.log_retention_days])
 
 
 class KitFunction(Construct):

@@ -26,7 +26,6 @@ from statemachines.retry_policy import RetrySettings
 from statemachines.states import WorkflowTask
 
 
-
 @dataclass(frozen=True)
 class FanOutTask:
     """One child task: your function, invoked with ``{batchId, task, input, attempt, executionArn}``

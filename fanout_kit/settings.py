@@ -20,8 +20,14 @@ DEFAULT_POWERTOOLS_LAYER_VERSION = 27  # AWSLambdaPowertoolsPythonV3-python313-x
 VENDED_LOGS_PREFIX = "/aws/vendedlogs/states/"
 TASK_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")  # a task's name: part of state names, a key of the input
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-# CloudWatch Logs accepts only these retention periods (days).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+# CloudWatch Logs accepts only these retention periods (days -> CDK's logs.RetentionDays member).
+LOG_RETENTION = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS",
+    30: "ONE_MONTH", 60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS", 180: "SIX_MONTHS", 365: "ONE_YEAR", 400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1827: "FIVE_YEARS", 3653: "TEN_YEARS",
+}
+LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 
 
 def _check_whole_numbers(obj: object, where: str, ranges: dict[str, tuple[int, int | None, str]]) -> None:
