@@ -23,9 +23,15 @@ from fanout_kit.batch_data_bucket import BatchDataBucket
 from fanout_kit.functions import KitFunction
 from fanout_kit.nag import acknowledge_map_workflow
 from fanout_kit.parallel import FanOutTask, workflow_tasks
-from fanout_kit.settings import MAP_RETRIES, AlarmThresholds, MapSettings, ResourceSettings, WorkflowRetries
+from fanout_kit.settings import (
+    MAP_RETRIES,
+    AlarmThresholds,
+    MapSettings,
+    ResourceSettings,
+    WorkflowRetries,
+    check_type,
+)
 from fanout_kit.workflow import FanOutWorkflow
-from statemachines.checks import ConfigError
 from statemachines.express_budget import check_express_children
 from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
 
@@ -74,8 +80,7 @@ class DistributedMapFanOut(FanOutWorkflow):
             existing_status_table=existing_status_table,
             status_table_props=status_table_props,
         )
-        if not isinstance(map, MapSettings):
-            raise ConfigError(f"map: must be a MapSettings, got {map!r}")
+        check_type("map", map, MapSettings)
         (child,) = workflow_tasks([worker], retries, prop="worker")
         self.data_bucket: s3.IBucket = existing_data_bucket or BatchDataBucket(
             self, "BatchData", settings=settings, retention_days=map.results_retention_days

@@ -33,7 +33,7 @@ from fanout_kit.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from fanout_kit.ledger_table import LedgerTable
 from fanout_kit.nag import acknowledge_ledger_queue
 from fanout_kit.read_only import ReadOnlyAttributes
-from fanout_kit.settings import AlarmThresholds, LedgerSettings, ResourceSettings
+from fanout_kit.settings import AlarmThresholds, LedgerSettings, ResourceSettings, check_type
 from fanout_kit.storage import secure_queue
 from fanout_kit.workflow_alarms import alarm_topic
 from statemachines.checks import ConfigError
@@ -75,12 +75,9 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         self.processing_function = processing_function
         if not (sqs_intake or kinesis_intake):
             raise ConfigError("sqs_intake, kinesis_intake: at least one intake must be on")
-        if not isinstance(ledger, LedgerSettings):
-            raise ConfigError(f"ledger: must be a LedgerSettings, got {ledger!r}")
-        if not isinstance(alarms, AlarmThresholds):
-            raise ConfigError(f"alarms: must be an AlarmThresholds, got {alarms!r}")
-        if not isinstance(settings, ResourceSettings):
-            raise ConfigError(f"settings: must be a ResourceSettings, got {settings!r}")
+        check_type("ledger", ledger, LedgerSettings)
+        check_type("alarms", alarms, AlarmThresholds)
+        check_type("settings", settings, ResourceSettings)
         self.resource_settings = settings
         self.settings = ledger
         self.ledger = LedgerTable(self, "Ledger", settings=settings, ledger=ledger)

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from fanout_kit.functions import KitFunction
-from fanout_kit.settings import TASK_NAME, AlarmThresholds, ResourceSettings, WorkflowRetries
+from fanout_kit.settings import TASK_NAME, AlarmThresholds, ResourceSettings, WorkflowRetries, check_type
 from fanout_kit.workflow import FanOutWorkflow
 from statemachines.checks import ConfigError
 from statemachines.parallel_workflow import build_parallel_workflow
@@ -57,9 +57,8 @@ def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: 
             raise ConfigError(f"{where}.function: must be a Lambda function (IFunction), got {task.function!r}")
         for kind in ("transient", "retryable"):
             value = getattr(task, kind)
+            check_type(f"{where}.{kind}", value, RetrySettings, none_means=f"the workflow's retries.{kind}")
             if value is not None:
-                if not isinstance(value, RetrySettings):
-                    raise ConfigError(f"{where}.{kind}: must be a RetrySettings or None, got {value!r}")
                 value._check(f"{where}.{kind}")
         result.append(
             WorkflowTask(

@@ -30,6 +30,16 @@ LOG_RETENTION = {
 LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 
 
+def check_type(prop: str, value: object, kind: type, none_means: str | None = None) -> None:
+    """A prop of the wrong type is a ConfigError naming it (``none_means``: None is allowed, and
+    what it means)."""
+    if value is None and none_means is not None:
+        return
+    if not isinstance(value, kind):
+        allowed = kind.__name__ + (f" or None ({none_means})" if none_means else "")
+        raise ConfigError(f"{prop}: must be {allowed}, got {value!r}")
+
+
 def _check_whole_numbers(obj: object, where: str, ranges: dict[str, tuple[int, int | None, str]]) -> None:
     for name, (low, high, meaning) in ranges.items():
         whole_number(getattr(obj, name), f"{where}.{name}", low, high, meaning)
@@ -80,8 +90,7 @@ class WorkflowRetries:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, RetrySettings):
-                raise ConfigError(f"retries.{f.name}: must be a RetrySettings, got {value!r}")
+            check_type(f"retries.{f.name}", value, RetrySettings)
             value._check(f"retries.{f.name}")
 
 

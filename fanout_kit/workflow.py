@@ -19,7 +19,13 @@ from fanout_kit.dead_letter_queue import TaskDeadLetterQueue
 from fanout_kit.execution_failure_guard import ExecutionFailureGuard
 from fanout_kit.final_status_store import FinalStatusStore
 from fanout_kit.read_only import ReadOnlyAttributes
-from fanout_kit.settings import VENDED_LOGS_PREFIX, AlarmThresholds, ResourceSettings, WorkflowRetries
+from fanout_kit.settings import (
+    VENDED_LOGS_PREFIX,
+    AlarmThresholds,
+    ResourceSettings,
+    WorkflowRetries,
+    check_type,
+)
 from fanout_kit.workflow_alarms import WorkflowAlarms
 from fanout_kit.workflow_state_machine import WorkflowStateMachine
 from statemachines.checks import ConfigError, whole_number
@@ -56,10 +62,8 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         one_of(existing_status_table, status_table_props, "existing_status_table", "status_table_props")
         if status_table_props and {"partition_key", "sort_key"} & set(status_table_props):
             raise ConfigError("status_table_props: the key is the kit's (batchId); leave partition_key and sort_key out")
-        if not isinstance(retries, WorkflowRetries):
-            raise ConfigError(f"retries: must be a WorkflowRetries, got {retries!r}")
-        if not isinstance(settings, ResourceSettings):
-            raise ConfigError(f"settings: must be a ResourceSettings, got {settings!r}")
+        check_type("retries", retries, WorkflowRetries)
+        check_type("settings", settings, ResourceSettings)
         self.settings = settings
         self.retries = retries
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or TaskDeadLetterQueue(
@@ -87,8 +91,7 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         """``functions``: every function the state machine invokes, by name (its invoke grants and
         its alarms)."""
         whole_number(execution_timeout_minutes, "execution_timeout_minutes", 1, 525_600, "a Standard execution runs at most a year")
-        if alarms is not None and not isinstance(alarms, AlarmThresholds):
-            raise ConfigError(f"alarms: must be an AlarmThresholds or None (no alarms), got {alarms!r}")
+        check_type("alarms", alarms, AlarmThresholds, none_means="no alarms")
         if alarms is None and existing_alarm_topic is not None:
             raise ConfigError("existing_alarm_topic: alarms are off (alarms=None); pass AlarmThresholds() to turn them on")
         if log_group_name is not None and not log_group_name.startswith(VENDED_LOGS_PREFIX):

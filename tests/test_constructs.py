@@ -139,9 +139,9 @@ def test_parallel_fan_out_uses_an_existing_alarm_topic():
         ({"existing_alarm_topic": "topic", "alarms": None}, "existing_alarm_topic: alarms are off"),
         ({"execution_timeout_minutes": 0}, "execution_timeout_minutes: must be a whole number from 1 to 525600"),
         ({"log_group_name": "/my/logs"}, "log_group_name: must start with /aws/vendedlogs/states/"),
-        ({"settings": {"environment_name": "dev"}}, "settings: must be a ResourceSettings, got {"),
-        ({"alarms": {"lambda_errors": 3}}, "alarms: must be an AlarmThresholds or None (no alarms), got {"),
-        ({"retries": RetrySettings(1, 2, 2.0, 4)}, "retries: must be a WorkflowRetries, got RetrySettings("),
+        ({"settings": {"environment_name": "dev"}}, "settings: must be ResourceSettings, got {"),
+        ({"alarms": {"lambda_errors": 3}}, "alarms: must be AlarmThresholds or None (no alarms), got {"),
+        ({"retries": RetrySettings(1, 2, 2.0, 4)}, "retries: must be WorkflowRetries, got RetrySettings("),
     ],
 )
 def test_impossible_parallel_props_are_refused_at_synth_naming_the_prop(props, message):
