@@ -78,8 +78,8 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         check_type("ledger", ledger, LedgerSettings)
         check_type("alarms", alarms, AlarmThresholds)
         check_type("settings", settings, ResourceSettings)
-        self.resource_settings = settings
-        self.settings = ledger
+        self.settings = settings  # as in the workflow constructs
+        self.ledger_settings = ledger
         self.ledger = LedgerTable(self, "Ledger", settings=settings, ledger=ledger)
         self.table = self.ledger.table
         store = FinalStatusStore(self, "FinalStatus", settings=settings)
@@ -140,13 +140,13 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         self._seal()
 
     def _add_sqs_intake(self, consumer_timeout: int) -> None:
-        ledger = self.settings
+        ledger = self.ledger_settings
         # cdk-nag's SQS3 knows this is ChildQueue's dead-letter queue: nothing to acknowledge.
         self.child_dlq = self._queue("ChildDeadLetterQueue", visibility_seconds=6 * RECORDER_TIMEOUT_SECONDS)
         self.child_queue = secure_queue(
             self,
             "ChildQueue",
-            settings=self.resource_settings,
+            settings=self.settings,
             visibility_seconds=6 * consumer_timeout,
             retention_days=4,
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=ledger.max_receive_count, queue=self.child_dlq),
@@ -176,14 +176,14 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         )
 
     def _add_kinesis_intake(self, consumer_timeout: int) -> None:
-        ledger = self.settings
+        ledger = self.ledger_settings
         self.stream = kinesis.Stream(
             self,
             "ChildStream",
             shard_count=ledger.kinesis_shard_count,
             encryption=kinesis.StreamEncryption.MANAGED,
             retention_period=Duration.hours(24),
-            removal_policy=removal_policy(self.resource_settings),
+            removal_policy=removal_policy(self.settings),
         )
         self.kinesis_failure_queue = self._queue(
             "KinesisFailureQueue",
@@ -228,7 +228,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         )
 
     def _add_alarms(self, alarms: AlarmThresholds, existing_topic: sns.ITopic | None) -> None:
-        env_name = self.resource_settings.environment_name
+        env_name = self.settings.environment_name
         period = Duration.minutes(alarms.period_minutes)
         self.failed_batches_alarm = cloudwatch.Metric(
             namespace=METRICS_NAMESPACE,
@@ -273,7 +273,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
         self.alarm_topic: sns.ITopic = existing_topic or alarm_topic(
-            self, "AlarmTopic", settings=self.resource_settings, what="completion ledger"
+            self, "AlarmTopic", settings=self.settings, what="completion ledger"
         )
         for alarm in (self.failed_batches_alarm, *self.dlq_alarms.values()):
             alarm.add_alarm_action(actions.SnsAction(self.alarm_topic))
@@ -289,7 +289,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
 
     def _queue(self, construct_id: str, *, visibility_seconds: int, purpose: str | None = None) -> sqs.Queue:
-        queue = secure_queue(self, construct_id, settings=self.resource_settings, visibility_seconds=visibility_seconds)
+        queue = secure_queue(self, construct_id, settings=self.settings, visibility_seconds=visibility_seconds)
         if purpose:
             acknowledge_ledger_queue(queue, purpose)
         return queue
@@ -303,7 +303,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         return KitFunction(
             self,
             construct_id,
-            settings=self.resource_settings,
+            settings=self.settings,
             handler=handler,
             description=description,
             service=construct_id,

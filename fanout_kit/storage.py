@@ -41,7 +41,8 @@ def secure_queue(
     dead_letter_queue: sqs.DeadLetterQueue | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> sqs.Queue:
-    """``overrides``: ``sqs.Queue`` keyword arguments that replace these defaults."""
+    """``overrides``: ``sqs.Queue`` keyword arguments that replace these defaults (checked by the
+    caller, which knows the prop they came from: ``checked_overrides``)."""
     defaults: dict[str, Any] = dict(
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
@@ -50,7 +51,7 @@ def secure_queue(
         dead_letter_queue=dead_letter_queue,
         removal_policy=removal_policy(settings),
     )
-    return sqs.Queue(scope, construct_id, **{**defaults, **checked_overrides(overrides, sqs.Queue, "dead_letter_queue_props")})
+    return sqs.Queue(scope, construct_id, **{**defaults, **(overrides or {})})
 
 
 def secure_table(
@@ -77,6 +78,4 @@ def secure_table(
         deletion_protection=settings.retain_data,
         removal_policy=removal_policy(settings),
     )
-    return dynamodb.Table(
-        scope, construct_id, **{**defaults, **checked_overrides(overrides, dynamodb.Table, "status_table_props")}
-    )
+    return dynamodb.Table(scope, construct_id, **{**defaults, **(overrides or {})})

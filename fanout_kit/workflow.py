@@ -26,6 +26,7 @@ from fanout_kit.settings import (
     WorkflowRetries,
     check_type,
 )
+from fanout_kit.storage import checked_overrides
 from fanout_kit.workflow_alarms import WorkflowAlarms
 from fanout_kit.workflow_state_machine import WorkflowStateMachine
 from statemachines.checks import ConfigError, whole_number
@@ -64,13 +65,14 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
             raise ConfigError("status_table_props: the key is the kit's (batchId); leave partition_key and sort_key out")
         check_type("retries", retries, WorkflowRetries)
         check_type("settings", settings, ResourceSettings)
+        queue_overrides = checked_overrides(dead_letter_queue_props, sqs.Queue, "dead_letter_queue_props")
+        table_overrides = checked_overrides(status_table_props, dynamodb.Table, "status_table_props")
         self.settings = settings
-        self.retries = retries
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or TaskDeadLetterQueue(
-            self, dead_letter_queue_id, settings=settings, overrides=dead_letter_queue_props
+            self, dead_letter_queue_id, settings=settings, overrides=queue_overrides
         ).queue
         store = FinalStatusStore(
-            self, "FinalStatus", settings=settings, existing_table=existing_status_table, table_overrides=status_table_props
+            self, "FinalStatus", settings=settings, existing_table=existing_status_table, table_overrides=table_overrides
         )
         self.status_table: dynamodb.ITable = store.table
         self.update_final_status: lambda_.Function = store.update_final_status
@@ -98,7 +100,6 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
             raise ConfigError(
                 f"log_group_name: must start with {VENDED_LOGS_PREFIX} (Step Functions' vended logs), got {log_group_name!r}"
             )
-        self.functions = functions
         self.workflow_construct = WorkflowStateMachine(
             self,
             "Workflow",

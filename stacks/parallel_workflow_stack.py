@@ -26,7 +26,9 @@ class ParallelWorkflowStack(Stack):
             for spec in cfg.tasks
         ]
         # "Default": the construct's id is left out of its resources' logical ids, which stay
-        # those of the stack before the construct existed (no replacement on deploy).
+        # those of the stack before the construct existed (no replacement on deploy). CDK's
+        # makeUniqueId (aws-cdk-lib core/lib/private/uniqueid.ts, HIDDEN_ID): "Resources with this
+        # ID are complete hidden from the logical ID calculation"; the snapshots prove it here.
         self.fanout = ParallelFanOut(
             self,
             "Default",
