@@ -30,9 +30,9 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def external(tmp_path_factory):
     work = tmp_path_factory.mktemp("external-app")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", work / "dist", ROOT])
+    run([sys.executable, "-m", "pip", "wheel", "--no-index", "--no-deps", "--no-build-isolation", "-q", "-w", work / "dist", ROOT])
     (wheel,) = (work / "dist").glob("fanout_kit-*.whl")
-    run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", work / "site", wheel])
+    run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "-q", "--target", work / "site", wheel])
     # -S: no site-packages .pth files, so neither this repository nor lambdas/ is on the path:
     # the kit comes from the installed wheel, the CDK from the venv's packages.
     env = {
