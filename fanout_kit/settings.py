@@ -149,7 +149,7 @@ class MapSettings:
             raise ConfigError(f"map.child_execution_type: must be EXPRESS or STANDARD, got {self.child_execution_type!r}")
         reserved = self.worker_reserved_concurrency
         if reserved is not None:
-            whole_number(reserved, "map.worker_reserved_concurrency", 1, None, "or None: unreserved")
+            whole_number(reserved, "map.worker_reserved_concurrency", 1, None, "or unset: unreserved")
             if reserved < self.max_concurrency:
                 raise ConfigError(
                     f"map.worker_reserved_concurrency: {reserved} is below max_concurrency "

@@ -67,6 +67,22 @@ def _whole_numbers(raw: Mapping[str, Any], where: str, ranges: Mapping[str, tupl
     }
 
 
+def _kit_settings(kind: type, raw: Mapping[str, Any], prefix: str, where: str, **values: Any) -> Any:
+    """``kind`` (a fanout_kit.settings dataclass) from the camelCase keys of ``raw`` (``values``
+    given instead for some fields): the construct's own checks, with its error named as cdk.json
+    names it (``prefix.snake_name`` -> ``where.camelName``)."""
+    fields = [f.name for f in dataclasses.fields(kind)]
+    try:
+        return kind(**{name: values[name] if name in values else raw.get(cdk_json_name(name)) for name in fields})
+    except ConfigError as exc:
+        message = str(exc)
+        if message.startswith(f"{prefix}."):
+            message = f"{where}.{message[len(prefix) + 1:]}"
+        for name in fields:
+            message = re.sub(rf"\b{name}\b", cdk_json_name(name), message)
+        raise ConfigError(message) from None
+
+
 @dataclass(frozen=True)
 class EnvironmentConfig:
     name: str
@@ -195,20 +211,9 @@ def _map_settings(raw: Any, where: str) -> tuple[MapSettings, int]:
     unknown = sorted(set(raw) - set(int_keys) - {"childExecutionType", "retry", "workerReservedConcurrency"})
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting")
-    values: dict[str, Any] = _whole_numbers(raw, where, MapSettings.RANGES)
+    settings = _kit_settings(MapSettings, raw, "map", where)
     worker_timeout = whole_number(raw.get("workerTimeoutSeconds"), f"{where}.workerTimeoutSeconds", *WORKER_TIMEOUT_RANGE)
-    kind = raw.get("childExecutionType")
-    if kind not in ("EXPRESS", "STANDARD"):
-        raise ConfigError(f"{where}.childExecutionType: must be EXPRESS or STANDARD, got {kind!r}")
-    reserved = raw.get("workerReservedConcurrency")
-    if reserved is not None:
-        whole_number(reserved, f"{where}.workerReservedConcurrency", 1, None, "or absent: unreserved")
-        if reserved < values["max_concurrency"]:
-            raise ConfigError(
-                f"{where}.workerReservedConcurrency: {reserved} is below maxConcurrency "
-                f"{values['max_concurrency']}: children would be throttled; raise it or lower maxConcurrency"
-            )
-    return MapSettings(child_execution_type=kind, worker_reserved_concurrency=reserved, **values), worker_timeout
+    return settings, worker_timeout
 
 
 def load_ledger_settings(env: Mapping[str, Any], name: str) -> LedgerSettings:
@@ -220,7 +225,7 @@ def load_ledger_settings(env: Mapping[str, Any], name: str) -> LedgerSettings:
     unknown = sorted(set(raw) - set(fields))
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting; allowed: {', '.join(fields)}")
-    return LedgerSettings(**_whole_numbers(raw, where, LedgerSettings.RANGES))
+    return _kit_settings(LedgerSettings, raw, "ledger", where)
 
 
 def load_environment(context: Mapping[str, Any], name: str | None) -> EnvironmentConfig:
@@ -258,10 +263,10 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
     map_retry = _map_retry(env.get("map"), retry, f"{where}.map.retry")
 
     raw_alarms = env.get("alarms")
-    alarm_ranges = {f.name: (1, None, "") for f in dataclasses.fields(AlarmThresholds)}
     if not isinstance(raw_alarms, Mapping):
-        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(map(cdk_json_name, alarm_ranges))}")
-    alarms = AlarmThresholds(**_whole_numbers(raw_alarms, f"{where}.alarms", alarm_ranges))
+        fields = (cdk_json_name(f.name) for f in dataclasses.fields(AlarmThresholds))
+        raise ConfigError(f"{where}.alarms: must be an object with {', '.join(fields)}")
+    alarms = _kit_settings(AlarmThresholds, raw_alarms, "alarms", f"{where}.alarms")
     map_settings, worker_timeout = _map_settings(env.get("map"), f"{where}.map")
     top = _whole_numbers(
         env,
