@@ -14,6 +14,7 @@ import sys
 from fanout.errors import CliError
 from fanout.faults import FaultSpecError
 from fanout.ops import commands as ops_commands
+from fanout_kit._version import __version__
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fanout",
         description="The fan-out/fan-in kit: run a batch locally, or start, watch and redrive one in AWS.",
     )
+    parser.add_argument("--version", action="version", version=f"fanout {__version__}")
     ops_commands.global_options(parser, suppress=False)  # for the deployed-environment commands
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from fanout_kit._version import __version__
 from fanout_kit.settings import (
     AlarmThresholds,
     LedgerSettings,
@@ -43,6 +44,7 @@ __all__ = [
     "ResourceSettings",
     "RetrySettings",
     "WorkflowRetries",
+    "__version__",
 ]
 
 
