@@ -20,6 +20,16 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
+def app_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app", metavar="PATH",
+        help="your own CDK app: its folder (with cdk.json; synthesized by its app command) or a "
+        "synthesized cloud assembly (cdk.out); the workflow is found in its stacks (default: this "
+        "repository's app and cdk.json's --env)",
+    )
+    parser.add_argument("--stack", metavar="NAME", help="with --app: the stack holding the workflow, when several do")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fanout",
@@ -38,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         "problem.",
     )
     run.add_argument("input", help="execution input JSON file (or - for stdin)")
-    run.add_argument("--workflow", choices=("parallel", "map"), default="parallel",
-                     help="parallel (fixed tasks) or map (N items, Distributed Map)")
+    run.add_argument("--workflow", choices=("parallel", "map", "ledger"), default=None,
+                     help="parallel (fixed tasks; the default) or map (N items, Distributed Map); with "
+                     "--app, which of the app's workflows (default: the one there is)")
+    app_options(run)
     run.add_argument("--manifest", metavar="FILE",
                      help="map: upload this JSON/CSV manifest to the local bucket and use it")
     run.add_argument("--fail-item", action="append", metavar="INDEX=MODE",
@@ -100,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from stacks.config import ConfigError
+    from statemachines.checks import ConfigError
 
     try:
         if args.command == "run":
@@ -129,9 +141,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 def console_main() -> None:
     """The ``fanout`` command (and ``python -m fanout``)."""
     try:
-        from stacks.runtime_node import use_venv_node
-
-        use_venv_node()
+        try:
+            from stacks.runtime_node import use_venv_node
+        except ImportError:  # the installed kit: the app's own Node/CDK setup synthesizes (--app)
+            pass
+        else:
+            use_venv_node()
         code = main()
     except KeyboardInterrupt:  # Ctrl-C while the modules load
         print("fanout: interrupted", file=sys.stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from fanout.faults import (
     parse_lambda_fault,
     parse_task_fault,
 )
+from fanout.local.moto_lambda import InjectedFault
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
 from fanout.ops.dlq import describe
 from fanout.ops.watch import batch_id_of, counts_line
@@ -45,6 +46,9 @@ class RunPlan:
     execution_input: Any
     lambda_faults: list[tuple[str, list[str]]]
     manifest: tuple[str, bytes] | None = None  # (S3 key, body) to upload, with --manifest
+    # --app: faults the engine injects into the app's own functions (fanout.local.moto_lambda)
+    task_faults: dict[str, Any] = field(default_factory=dict)
+    item_faults: dict[int, Any] = field(default_factory=dict)
 
 
 def plan_run(args: Any) -> RunPlan:
@@ -52,7 +56,13 @@ def plan_run(args: Any) -> RunPlan:
     from fanout.ops.aws import environment
     from fanout.ops.start import check_name
 
-    workflow = args.workflow
+    if getattr(args, "app", None):
+        return _plan_app_run(args)
+    if getattr(args, "stack", None):
+        raise CliError(f"--stack {args.stack}: needs --app PATH (a stack of your own CDK app)")
+    workflow = args.workflow = args.workflow or "parallel"
+    if workflow == "ledger":
+        raise CliError("--workflow ledger: run a completion-ledger batch with fanout ledger")
     if workflow == "parallel" and args.fail_item:
         raise CliError(
             f"--fail-item {args.fail_item[0]}: applies to the Map workflow's items (--workflow map); "
@@ -99,6 +109,63 @@ def plan_run(args: Any) -> RunPlan:
     return RunPlan(cfg, workflow, name, execution_input, lambda_faults, manifest)
 
 
+def _plan_app_run(args: Any) -> RunPlan:
+    """``fanout run --app PATH``: the checks that need no synth (flags, input file, manifest
+    format); the faults are injected by the engine into the app's own functions (any code), the
+    input is validated by the workflow's own first state."""
+    from fanout.inputs import check_size, label_of, read_input
+    from fanout.ops.start import check_name
+
+    if args.dlq_send_failures < 0:
+        raise CliError(f"--dlq-send-failures {args.dlq_send_failures}: must be 0 or more")
+    task_faults = [parse_task_fault(f) for f in args.fail or []]
+    item_faults = [parse_item_fault(f) for f in args.fail_item or []]
+    lambda_faults = [parse_lambda_fault(f) for f in args.lambda_fault or []]
+    faults = task_faults + [fault for _, fault in item_faults]
+    if args.dlq_send_failures and not any(f.mode in DEAD_LETTERING_MODES for f in faults):
+        raise CliError(
+            f"--dlq-send-failures {args.dlq_send_failures}: nothing is dead-lettered in this run, so "
+            "no DLQ send can fail; add a permanent or fatal failure (--fail TASK=permanent or --fail-item 7=permanent)"
+        )
+    if args.workflow == "parallel" and (args.fail_item or args.manifest):
+        flag = "--fail-item" if args.fail_item else "--manifest"
+        raise CliError(f"{flag}: applies to a Map workflow's items (--workflow map)")
+    if args.workflow in ("map", "ledger") and args.fail:
+        raise CliError(f"--fail {args.fail[0]}: applies to a Parallel workflow's tasks; make a Map item fail with --fail-item INDEX=MODE")
+    if args.workflow == "ledger":
+        raise CliError("--workflow ledger: run a ledger batch with fanout ledger --app PATH")
+    name = check_name(args.name) if args.name else f"local-{uuid.uuid4().hex[:12]}"
+    label = label_of(args.input)
+    execution_input = read_input(args.input)
+    manifest = None
+    if args.manifest:
+        manifest = _read_app_manifest(args.manifest)
+    if task_faults:
+        apply_task_faults(execution_input, task_faults)  # checks each TASK is in the input; no payload change
+    if item_faults and not args.manifest:
+        apply_item_faults(execution_input, item_faults)  # checks each INDEX is an inline item
+    check_size(execution_input, label)
+    plan = RunPlan(None, args.workflow, name, execution_input, lambda_faults, manifest)
+    plan.task_faults = {f.task: InjectedFault(f.mode, f.times) for f in task_faults}
+    plan.item_faults = {index: InjectedFault(f.mode, f.times) for index, f in item_faults}
+    return plan
+
+
+def _read_app_manifest(path_text: str) -> tuple[str, bytes]:
+    """(S3 key, body) of a --manifest file for another app (its PrepareBatch Lambda checks the
+    items, with the app's own limits)."""
+    from fanout_common.manifest import _format_from_key
+
+    path = Path(path_text)
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"--manifest {path_text}: {exc.strerror or exc}") from None
+    if _format_from_key(path.name) is None:
+        raise CliError(f"--manifest {path_text}: name a .json (array of items) or .csv (header row) file")
+    return f"manifests/{path.name}", body
+
+
 def _read_manifest(path_text: str, cfg: Any) -> tuple[str, bytes]:
     """(S3 key, body) of a --manifest file, checked with the PrepareBatch Lambda's own parser."""
     from fanout_common.errors import InvalidInput
@@ -131,10 +198,28 @@ def run_demo(args: Any, console: Console | None = None) -> int:
     from fanout.local.template import synthesize
 
     started = time.monotonic()
-    with console.status(f"synthesizing the CDK app ({args.env}) with cdk-nag..."):
-        app = synthesize(args.env)
+    if getattr(args, "app", None):
+        from fanout.local.app_source import load_app
+
+        with console.status(f"synthesizing the CDK app {args.app}..."):
+            app, found = load_app(args.app, stack=args.stack, kind=args.workflow)
+        workflow = found.kind
+        if workflow == "ledger":
+            raise CliError(f"--app {args.app}: the workflow found is a CompletionLedger ({found.path}); "
+                           "run it with fanout ledger --app PATH")
+        if workflow == "parallel" and (plan.item_faults or plan.manifest):
+            raise CliError(f"--fail-item/--manifest: the workflow of {found.stack} is a Parallel one ({found.path})")
+        if workflow == "map" and plan.task_faults:
+            raise CliError(f"--fail: the workflow of {found.stack} is a Distributed Map ({found.path}); use --fail-item")
+        where = f"stack {found.stack}"
+    else:
+        with console.status(f"synthesizing the CDK app ({args.env}) with cdk-nag..."):
+            app = synthesize(args.env)
+        where = args.env
     synth_seconds = time.monotonic() - started
     with LocalEngine(app, workflows=(workflow,), sleep_retries=not args.no_sleep) as engine:
+        engine.router.task_faults.update(plan.task_faults)
+        engine.router.item_faults.update(plan.item_faults)
         for function, codes in plan.lambda_faults:
             try:
                 engine.inject_lambda_service_faults(function, codes, workflow=workflow)
@@ -150,7 +235,7 @@ def run_demo(args: Any, console: Console | None = None) -> int:
         if plan.manifest:
             execution_input = {**execution_input, "manifest": engine.upload_manifest(*plan.manifest)}
         arn = engine.start(workflow, execution_input, name=plan.name)
-        title = f"batch {execution_input.get('batchId', plan.name)} on {args.env}"
+        title = f"batch {execution_input.get('batchId', plan.name)} on {where}"
         if workflow == "parallel":
             result = _follow_tasks(console, engine, arn, title)
         else:
@@ -200,7 +285,8 @@ def run_demo(args: Any, console: Console | None = None) -> int:
 
 
 def _follow_tasks(console: Console, engine: Any, arn: str, title: str) -> Any:
-    configured = [n for lid, n in engine.stacks["parallel"].functions.items() if lid.startswith("Task")]
+    configured = [n for lid, n in engine.stacks["parallel"].functions.items() if lid.startswith("Task")] or [
+        n for n in engine.stacks["parallel"].environment.get("TASK_NAMES", "").split(",") if n]  # another app
     tracker = ProgressTracker(configured)
     if not console.is_terminal:  # a pipe or a CI log: plain lines, then the final table
         log = PlainTaskLog(console)

@@ -28,6 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from fanout_common.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
+from fanout_kit.discovery import record_workflow
 from fanout_kit.final_status_store import FinalStatusStore
 from fanout_kit.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from fanout_kit.ledger_table import LedgerTable
@@ -137,6 +138,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             targets=[targets.LambdaFunction(self.sweeper, retry_attempts=2)],
         )
         self._add_alarms(alarms, existing_alarm_topic)
+        record_workflow(self, "ledger", self._discovered_outputs())  # for the local engine (any app)
         self._seal()
 
     def _add_sqs_intake(self, consumer_timeout: int) -> None:
@@ -287,6 +289,16 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         if self.stream is not None:
             CfnOutput(self, "ChildStreamArn", value=self.stream.stream_arn)
         CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
+
+    def _discovered_outputs(self) -> dict:
+        """What the local engine reads of this ledger (the names of ``add_outputs()``)."""
+        return {
+            "LedgerTableName": self.table.table_name,
+            "StatusTableName": self.status_table.table_name,
+            "ChildQueueUrl": self.child_queue.queue_url if self.child_queue is not None else None,
+            "ChildStreamArn": self.stream.stream_arn if self.stream is not None else None,
+            "AlarmTopicArn": self.alarm_topic.topic_arn,
+        }
 
     def _queue(self, construct_id: str, *, visibility_seconds: int, purpose: str | None = None) -> sqs.Queue:
         queue = secure_queue(self, construct_id, settings=self.settings, visibility_seconds=visibility_seconds)

@@ -16,6 +16,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from fanout_kit.dead_letter_queue import TaskDeadLetterQueue
+from fanout_kit.discovery import record_workflow
 from fanout_kit.execution_failure_guard import ExecutionFailureGuard
 from fanout_kit.final_status_store import FinalStatusStore
 from fanout_kit.read_only import ReadOnlyAttributes
@@ -78,6 +79,16 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         self.update_final_status: lambda_.Function = store.update_final_status
         self.states_scope = Construct(self, "States")  # own scope: state names may equal construct ids
 
+    def _discovered_outputs(self) -> dict[str, Any]:
+        """What the local engine reads of this workflow (the names of ``add_outputs()``)."""
+        bucket = getattr(self, "data_bucket", None)
+        return {
+            "StateMachineArn": self.state_machine.state_machine_arn,
+            "DeadLetterQueueUrl": self.dead_letter_queue.queue_url,
+            "StatusTableName": self.status_table.table_name,
+            "BatchBucketName": bucket.bucket_name if bucket is not None else None,
+        }
+
     def _add_state_machine(
         self,
         definition: sfn.IChainable,
@@ -136,6 +147,7 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
                 functions={**functions, "RecordExecutionFailure": self.failure_guard.function},
             )
             self.alarm_topic = self.alarms.topic
+        record_workflow(self, self.workflow, self._discovered_outputs())  # for the local engine (any app)
 
     def add_outputs(self) -> None:
         """CloudFormation outputs the `fanout` command line reads (status, watch, dlq)."""

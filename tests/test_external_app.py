@@ -55,7 +55,9 @@ def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
                          if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
     assert "fanout_common/errors.py" in wheel_files and "statemachines/parallel_workflow.py" in wheel_files
     assert "fanout_kit/lambdas/update_final_status.py" in wheel_files
-    assert not any(f.startswith(("stacks/", "fanout/", "tests/")) for f in wheel_files)  # the app is not the kit
+    assert "fanout/cli.py" in wheel_files and "fanout/local/engine.py" in wheel_files  # fanout run --app
+    assert not any(f.startswith(("stacks/", "tests/")) for f in wheel_files)  # the repository's app is not the kit
+    assert (work / "site" / "bin" / "fanout").is_file()  # the console script
 
 
 def test_the_app_code_is_short():
@@ -106,3 +108,46 @@ def test_outputs_of_a_construct_under_another_id_are_found_by_key():
         two.state_machine_arn
     with pytest.raises(OpsError, match="has no output DeadLetterQueueUrl"):
         one.queue_url
+
+
+def _wheel_env(work: Path) -> dict:
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": f"{work / 'site'}:{sysconfig.get_paths()['purelib']}",
+        "HOME": str(work),
+    }
+
+
+def test_the_constructs_import_no_boto3_or_moto(external):
+    """The constructs-only install: synthesizing loads neither the local engine's dependencies nor
+    the engine."""
+    work, _, _ = external
+    code = ("import sys, fanout_kit, fanout_kit.parallel, fanout_kit.distributed_map, fanout_kit.ledger; "
+            "print(sorted(m for m in ('boto3', 'botocore', 'moto', 'rich', 'fanout') if m in sys.modules))")
+    assert run([sys.executable, "-S", "-c", code], env=_wheel_env(work), cwd=work).stdout.strip() == "[]"
+
+
+def test_fanout_run_app_from_the_wheel(external, tmp_path):
+    """The installed kit's own command runs the app's assembly: SUCCEEDED (0), then a fault
+    injected into the app's own function without touching its code: FAILED (1) with its DLQ message;
+    without --app, the repository's environments are absent: one line, exit 2."""
+    work, _, _ = external
+    batch = tmp_path / "batch.json"
+    ok = {"email": "ada@example.com"}
+    batch.write_text(json.dumps({"batchId": "w-1", "tasks": {"VerifyEmail": ok, "CreateProfile": ok, "SendWelcome": ok}}))
+    base = [sys.executable, "-S", "-m", "fanout", "run", batch, "--app", work / "cdk.out", "--no-sleep"]
+    done = subprocess.run([str(c) for c in base + ["--fail", "CreateProfile=transient:2"]], capture_output=True,
+                          text=True, timeout=300, env=_wheel_env(work), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "execution SUCCEEDED" in done.stdout and '"status": "SUCCEEDED"' in done.stdout
+    assert "CreateProfile=3" in done.stdout  # two injected transient failures, retried
+    failed = subprocess.run([str(c) for c in base + ["--fail", "SendWelcome=fatal"]], capture_output=True,
+                            text=True, timeout=300, env=_wheel_env(work), cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    assert "execution FAILED" in failed.stdout and "dead-letter queue: 1 message(s)" in failed.stdout
+    assert "task=SendWelcome error=NonRetryableTaskError" in failed.stdout
+    assert "injected non-retryable failure of SendWelcome (attempt 1)" in failed.stdout
+    no_app = subprocess.run([sys.executable, "-S", "-m", "fanout", "run", str(batch)], capture_output=True,
+                            text=True, timeout=120, env=_wheel_env(work), cwd=tmp_path)
+    assert no_app.returncode == 2 and "pass --app PATH" in no_app.stderr
+    assert len(no_app.stderr.strip().splitlines()) == 1

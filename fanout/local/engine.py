@@ -496,7 +496,11 @@ class LocalEngine:
         from fanout.ops.aws import deployment_of
 
         resolve = make_resolver(*local_names(template, self.region), self.region)
-        outputs = {key: str(resolve(output["Value"])) for key, output in template.get("Outputs", {}).items()}
+        found = (self.app.workflow_outputs or {}).get(workflow)
+        if found is not None:  # another app: the construct's own record, with or without add_outputs()
+            outputs = {key: str(resolve(value)) for key, value in found.items()}
+        else:
+            outputs = {key: str(resolve(output["Value"])) for key, output in template.get("Outputs", {}).items()}
         return deployment_of(self.env, workflow, self.region, outputs, stack_name=self.app.workflow_stacks[workflow])
 
     def _create_table(self, name: str, props: Mapping[str, Any]) -> None:

@@ -33,7 +33,9 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
 
 MOTO_VERSION = "5.2.5"
-LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
+# The kit's handlers: lambdas/ in this repository, fanout_kit/lambdas in the installed wheel
+_REPO_LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
+LAMBDAS_DIR = _REPO_LAMBDAS if _REPO_LAMBDAS.is_dir() else Path(__file__).resolve().parents[2] / "fanout_kit" / "lambdas"
 
 
 class FunctionTimedOut(BaseException):
@@ -65,6 +67,50 @@ def asset_module(name: str, path: Path) -> Any:
         spec.loader.exec_module(module)
         sys.modules[name] = module  # only once it is complete
         return module
+
+
+class RetryableTaskError(Exception):
+    """An injected failure (``--fail``/``--fail-item``), named as the kit's Retry rule matches it."""
+
+
+class NonRetryableTaskError(Exception):
+    """An injected failure the workflows never retry (dead-lettered at once)."""
+
+
+@dataclass(frozen=True)
+class InjectedFault:
+    """A fault of a user's function injected by the engine, without touching its code: ``mode``
+    transient (its first ``times`` attempts), permanent, fatal or hang."""
+
+    mode: str
+    times: int = 1
+
+
+def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseException | None:
+    """The exception a task (``{"batchId", "task", "attempt", ...}``) or a Map worker's batch
+    (``{"items": [{"index", "item"}...], "attempt", ...}``) raises under an injected fault."""
+    if not isinstance(event, dict) or not (task_faults or item_faults):
+        return None
+    attempt = event.get("attempt") if isinstance(event.get("attempt"), int) else 0
+    fault, where = None, None
+    if task_faults and isinstance(event.get("task"), str) and "batchId" in event:
+        fault, where = task_faults.get(event["task"]), event["task"]
+    elif item_faults and isinstance(event.get("items"), list):
+        hits = [e.get("index") for e in event["items"] if isinstance(e, dict) and e.get("index") in item_faults]
+        if hits:
+            fault, where = item_faults[hits[0]], f"item {hits[0]}"
+    if fault is None:
+        return None
+    where = f"{where} (attempt {attempt + 1})"
+    if fault.mode == "hang":
+        return FunctionTimedOut(0)
+    if fault.mode == "fatal":
+        return NonRetryableTaskError(f"injected non-retryable failure of {where}")
+    if fault.mode == "permanent":
+        return RetryableTaskError(f"injected permanent failure of {where}")
+    if attempt < fault.times:
+        return RetryableTaskError(f"injected transient failure of {where}")
+    return None
 
 
 class LambdaServiceError(JsonRESTError):
@@ -125,6 +171,10 @@ class LambdaRouter:
     after_invoke: Callable[[str, Any, Any], None] | None = None
     # (event, seconds): a function hung until its timeout; the engine charges the child's clock
     on_hang: Callable[[Any, float], None] | None = None
+    # Faults of the app's own functions, injected here (fanout run --app --fail / --fail-item):
+    # task name -> InjectedFault, Map item index -> InjectedFault
+    task_faults: dict[str, InjectedFault] = field(default_factory=dict)
+    item_faults: dict[int, InjectedFault] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, fn: LocalFunction) -> None:
@@ -137,8 +187,11 @@ class LambdaRouter:
         module_name, _, attr = fn.handler.rpartition(".")
         relative = Path(*module_name.split(".")).with_suffix(".py")
         if fn.code_dir is None or (LAMBDAS_DIR / relative).is_file():
-            # The kit's and this app's handlers: imported by their one name (lambdas/ is an import root).
-            return getattr(importlib.import_module(module_name), attr)
+            # The kit's and this app's handlers: imported by their one name (lambdas/ is an import
+            # root here); from the installed wheel, loaded from its fanout_kit/lambdas under that name.
+            if module_name in sys.modules or importlib.util.find_spec(module_name) is not None:
+                return getattr(importlib.import_module(module_name), attr)
+            return getattr(asset_module(module_name, LAMBDAS_DIR / relative), attr)
         return getattr(asset_module(module_name, fn.code_dir / relative), attr)
 
     def invoke(self, function_name: str, body: Any, response_headers: dict) -> bytes:
@@ -162,6 +215,9 @@ class LambdaRouter:
         running = _RUNNING.__dict__.setdefault("stack", [])
         running.append(name)
         try:
+            injected = injected_failure(event, self.task_faults, self.item_faults)
+            if injected is not None:
+                raise injected
             result = self._handler(fn)(event, context)
             error_type = None
             payload = json.dumps(result)

@@ -38,6 +38,9 @@ class SynthesizedApp:
     cached: bool = False  # reused from the synth cache (same app inputs)
     # The settings it was synthesized with, when they are not cdk.json's (synthesize(context=...))
     config: Any = None
+    # workflow -> its outputs' values (intrinsics) found in the assembly's metadata
+    # (fanout/local/app_source.py); None: the template's Outputs
+    workflow_outputs: dict[str, dict[str, Any]] | None = None
 
     def template(self, workflow: str) -> dict[str, Any]:
         return self.templates[self.workflow_stacks[workflow]]

@@ -8,18 +8,31 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fanout.errors import CliError
-from stacks.config import (
-    ENVIRONMENTS_KEY,
-    ConfigError,
-    EnvironmentConfig,
-    environment_names,
-    load_environment,
-    read_cdk_context,
-    stack_names,
-)
+from statemachines.checks import ConfigError
+
+if TYPE_CHECKING:
+    from stacks.config import EnvironmentConfig
+
+
+def kit_app_config() -> Any:
+    """``stacks.config``: this repository's app and its cdk.json environments. The installed
+    wheel ships the kit without that app: there, a command that needs it says to use --app."""
+    try:
+        import stacks.config as config
+    except ImportError:
+        raise CliError(
+            "this command reads the kit repository's own app (cdk.json environments), which the "
+            "installed kit does not include; for your own CDK app pass --app PATH (fanout run, "
+            "ledger, iam-report)", code=2,
+        ) from None
+    return config
+
+
+def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
+    return kit_app_config().stack_names(cfg)
 
 WORKFLOWS = ("parallel", "map")
 REGION_PATTERN = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
@@ -76,15 +89,16 @@ class OpsError(CliError):
 
 def environment(name: str, context: Mapping[str, Any] | None = None) -> EnvironmentConfig:
     """The environment ``name`` of cdk.json; an unknown one is an OpsError listing the known."""
-    context = context if context is not None else read_cdk_context()
-    known = environment_names(context)
+    config = kit_app_config()
+    context = context if context is not None else config.read_cdk_context()
+    known = config.environment_names(context)
     if name not in known:
         raise OpsError(
             f"unknown environment {name!r}: pass --env with one of: {', '.join(known) or '(none)'} "
-            f"(cdk.json context.{ENVIRONMENTS_KEY})"
+            f"(cdk.json context.{config.ENVIRONMENTS_KEY})"
         )
     try:
-        return load_environment(context, name)
+        return config.load_environment(context, name)
     except ConfigError as exc:
         raise OpsError(f"cdk.json: {exc}") from None
 

@@ -27,10 +27,10 @@ from fanout.ops.aws import (
     console_url,
     environment,
     find_deployment,
+    kit_app_config,
     parse_execution_arn,
 )
 from fanout.views import error_line, task_table
-from stacks.config import environment_names
 
 FIRST_STATES = ("ValidateInput", "PrepareBatch")
 
@@ -49,7 +49,7 @@ def locate(aws: Aws, arn: str, env_name: str | None) -> tuple[Deployment, dict[s
                 f"execution {arn} does not exist in {aws.region}: check the ARN (and --region)"
             ) from None
         raise
-    candidates = [env_name] if env_name else environment_names()
+    candidates = [env_name] if env_name else kit_app_config().environment_names()
     for name in candidates:
         cfg = environment(name)
         if not env_name and cfg.region != aws.region:
