@@ -130,7 +130,7 @@ def choose(found: list[FoundWorkflow], stacks: list[str], *, stack: str | None, 
     if not candidates:
         raise AppSourceError(
             f"{where}: no workflow of the fan-out kit in {'stack ' + stack if stack else 'any stack'} "
-            "(ParallelFanOut, DistributedMapFanOut or CompletionLedger, from fanout-kit 0.13 or later)"
+            "(ParallelFanOut, DistributedMapFanOut or CompletionLedger, from fanout-kit 0.14 or later)"
         )
     if kind is not None:
         of_kind = [w for w in candidates if w.kind == kind]
