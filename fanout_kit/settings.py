@@ -178,7 +178,10 @@ class LedgerSettings:
         "failure_threshold": (0, 1_000_000, "failed children a batch tolerates"),
         "ttl_days": (1, 3650, "days until DynamoDB TTL deletes ledger items"),
         "deadline_minutes": (0, 10_080, "0 disables; batches open longer fail"),
-        "max_receive_count": (1, 1000, "SQS redrive policy maxReceiveCount"),
+        # AWS Lambda Developer Guide, "Using Lambda with Amazon SQS" (with-sqs.html, configuring the
+        # queue): set the source queue's maxReceiveCount to at least 5, so that a message is not
+        # dead-lettered by throttling or transient errors before it could be processed.
+        "max_receive_count": (5, 1000, "SQS redrive policy maxReceiveCount; AWS advises at least 5 for a Lambda event source"),
         "batch_size": (1, 10, "SQS event source batch size (no batching window)"),
         "kinesis_batch_size": (1, 10_000, "Kinesis event source batch size"),
         "kinesis_retry_attempts": (0, 10_000, "Kinesis event source retry attempts"),

@@ -1,8 +1,10 @@
 """Consumer of a source queue's dead-letter queue: each message there is a child whose retries are
-exhausted; record it as FAILED in the completion ledger, once (the child mark makes a redelivered
-DLQ message, or a child that succeeded after all, a no-op). The winner of RUNNING -> FAILED emits
-the LedgerBatchFailed metric (the alarm) and logs an error; if failures are tolerated and this was
-the last child, the batch completes and this caller finalizes it.
+exhausted. Its work record (fanout_common.ledger_work) decides what it was: a child whose work
+succeeded (its message only lost the race for the contended counter) is counted SUCCEEDED; any
+other is counted FAILED, for good; while a delivery still holds the work's claim, the message is
+retried (ChildWorkInProgress). Either way the child is counted once (the ledger's child mark makes
+a redelivered DLQ message a no-op). The winner of RUNNING -> FAILED emits the LedgerBatchFailed
+metric (the alarm) and logs an error; the winner of RUNNING -> COMPLETED finalizes the batch.
 
 A message that is not a child message cannot be attributed to a batch: it is reported as a batch
 item failure so it stays in the DLQ (the DLQ-age alarm fires) for an operator to inspect.
@@ -15,7 +17,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.ledger_runtime import ChildMessage, record_child
+from fanout_common.ledger_runtime import ChildMessage, record_dead_letter
 from fanout_common.observability import ledger_metrics, logger
 
 SOURCE = "sqs-dlq"
@@ -30,7 +32,7 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
                      extra={"messageId": record.message_id, "body": record.body[:2000]})
         raise
     with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
-        return record_child(message, SOURCE, failure_reason=f"dead-lettered (message {record.message_id})")
+        return record_dead_letter(message, SOURCE, f"dead-lettered (message {record.message_id})")
 
 
 @ledger_metrics.log_metrics

@@ -26,12 +26,12 @@ SOURCE = "kinesis"
 processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
 
 
-def record_handler(record: KinesisStreamRecord) -> dict[str, Any]:
+def record_handler(record: KinesisStreamRecord, lambda_context: LambdaContext | None = None) -> dict[str, Any]:
     message = ChildMessage.parse(record.kinesis.data_as_json())
     with logger.append_context_keys(
         batch_id=message.batch_id, child_id=message.child_id, sequence_number=record.kinesis.sequence_number
     ):
-        return work_then_record(message, 0, SOURCE)
+        return work_then_record(message, 0, SOURCE, lambda_context)
 
 
 @ledger_metrics.log_metrics

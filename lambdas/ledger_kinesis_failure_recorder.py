@@ -9,9 +9,11 @@ the metadata of the failed range::
                           "batchSize": 3, ...}}
 
 So this function reads the range back from the stream (GetShardIterator AT_SEQUENCE_NUMBER +
-GetRecords up to endSequenceNumber) and records every child in it as FAILED in the ledger. That is
-exact, not an over-count: records of the range that had succeeded already have a child mark, so
-their record_failure is a no-op; the others were skipped by the mapping and are lost.
+GetRecords up to endSequenceNumber) and settles every child in it by its work record
+(fanout_common.ledger_work), as the SQS DLQ recorder does: a child whose work succeeded is counted
+SUCCEEDED (its recording lost the race for a contended counter), the others FAILED. That is
+exact, not an over-count: records of the range that were counted already have a child mark, so
+recording them again is a no-op.
 
 Limits, stated honestly: the records must still be in the stream (its retention, 24 h by default);
 if the range was trimmed, or a record is not a child message, the children cannot be attributed:
@@ -30,7 +32,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.ledger import LedgerError
-from fanout_common.ledger_runtime import ChildMessage, finish, ledger_from_env
+from fanout_common.ledger_runtime import ChildMessage, finish, ledger_from_env, process_dead_letter, work_records_from_env
 from fanout_common.observability import ledger_metrics, logger
 
 SOURCE = "kinesis-failed"
@@ -86,7 +88,7 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         raise FailedRangeUnreadable("message has no KinesisBatchInfo with shardId/sequence numbers/streamArn")
     with logger.append_context_keys(shard_id=shard, start_sequence=start, end_sequence=end):
         kinesis_records = read_failed_range(kinesis_client(), stream, shard, start, end)
-        ledger = ledger_from_env()
+        ledger, work = ledger_from_env(), work_records_from_env()
         outcomes, unattributable = [], []
         for kinesis_record in kinesis_records:
             try:
@@ -95,12 +97,8 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
                 unattributable.append(kinesis_record["SequenceNumber"])
                 continue
             with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
-                result = ledger.record_failure(
-                    message.batch_id,
-                    message.child_id,
-                    total=message.total,
-                    index=message.index,
-                    reason=f"Kinesis retries exhausted ({shard} {kinesis_record['SequenceNumber']})",
+                result = process_dead_letter(
+                    ledger, work, message, f"Kinesis retries exhausted ({shard} {kinesis_record['SequenceNumber']})"
                 )
                 outcomes.append(finish(ledger, result, f"ledger:{SOURCE}:{message.child_id}").to_dict())
         if unattributable:

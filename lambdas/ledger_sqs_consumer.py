@@ -3,8 +3,12 @@ the caller that records the last child finalizes the batch (UpdateFinalStatus), 
 
 Partial batch responses (ReportBatchItemFailures): a failed child's message alone is retried; after
 the queue's maxReceiveCount it moves to the dead-letter queue, where ``ledger_dlq_recorder`` counts
-it as failed exactly once. A failure is therefore never counted per retry, and a child whose retry
-succeeds is counted as succeeded. The child's work must be idempotent (at-least-once delivery).
+it exactly once. A failure is therefore never counted per retry, and a child whose retry succeeds
+is counted as succeeded. Each delivery claims the child's work record first
+(fanout_common.ledger_work): a redelivery of a child whose work succeeded (its recording lost the
+race for a contended counter) only records it, and a duplicate delivered while another runs the
+work is retried later. The work must still be idempotent: a delivery that crashes between doing
+the work and storing its outcome runs it again once its claim expires.
 """
 
 from typing import Any
@@ -21,11 +25,11 @@ SOURCE = "sqs"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def record_handler(record: SQSRecord) -> dict[str, Any]:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> dict[str, Any]:
     message = ChildMessage.parse(record.json_body)
     with logger.append_context_keys(batch_id=message.batch_id, child_id=message.child_id):
         attempt = int(record.attributes.approximate_receive_count or 1) - 1
-        return work_then_record(message, attempt, SOURCE)
+        return work_then_record(message, attempt, SOURCE, lambda_context)
 
 
 @ledger_metrics.log_metrics

@@ -21,7 +21,8 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -30,6 +31,7 @@ import boto3
 
 from .final_status import record_counted_failure
 from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
+from .ledger_work import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, WORK_SUCCEEDED, Claim, WorkRecords
 from .metric_names import BATCH_COMPLETED_METRIC, BATCH_FAILED_METRIC
 from .observability import MetricUnit, ledger_metrics, logger
 from .worker import TaskEvent, raise_simulated_failure
@@ -96,27 +98,98 @@ def ledger_from_env(client: Any | None = None) -> Ledger:
     )
 
 
-def record_child(message: ChildMessage, source: str, *, failure_reason: str | None = None) -> dict[str, Any]:
-    """The consumers' common last step: record the child in the ledger (a success, or a failure
-    with its reason) and do the winner's follow-up (finalize or alarm)."""
-    ledger = ledger_from_env()
+def work_records_from_env(client: Any | None = None) -> WorkRecords:
+    return WorkRecords(
+        client or dynamodb_client(),
+        os.environ["LEDGER_TABLE_NAME"],
+        ttl_days=int(os.environ.get("LEDGER_TTL_DAYS", "30")),
+    )
+
+
+def lease_seconds(context: Any | None) -> float:
+    """How long a delivery holds its child's work claim: the invocation's remaining time (it cannot
+    outlive it) plus a margin; Lambda's maximum timeout without a context."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return DEFAULT_LEASE_SECONDS
+    return remaining() / 1000 + LEASE_MARGIN_SECONDS
+
+
+def record(ledger: Ledger, message: ChildMessage, *, failure_reason: str | None = None) -> LedgerResult:
+    """Count the child in the ledger: a success, or a failure with its reason (once, whatever
+    the number of calls)."""
     where = dict(total=message.total, index=message.index)
     if failure_reason is None:
-        result = ledger.record_success(message.batch_id, message.child_id, **where)
-    else:
-        result = ledger.record_failure(message.batch_id, message.child_id, reason=failure_reason, **where)
+        return ledger.record_success(message.batch_id, message.child_id, **where)
+    return ledger.record_failure(message.batch_id, message.child_id, reason=failure_reason, **where)
+
+
+def process_child(
+    ledger: Ledger,
+    work: WorkRecords,
+    message: ChildMessage,
+    run_work: Callable[[], Any],
+    *,
+    lease: float = DEFAULT_LEASE_SECONDS,
+) -> LedgerResult:
+    """A consumer's delivery of a child: claim its work (fanout_common.ledger_work), run it unless
+    it already succeeded, store the outcome on the work record, then count the child.
+
+    Raises (the message is retried): the work's own error (after storing FAILED),
+    ChildWorkInProgress (another delivery holds the claim), LedgerContention (the counter stayed
+    contended: the outcome is stored, so the redelivery only records it)."""
+    token = uuid.uuid4().hex
+    claim = work.claim(message.batch_id, message.child_id, token, lease_seconds=lease)
+    if claim is Claim.SUCCEEDED:
+        logger.info("work succeeded on an earlier delivery; recording it without running it again")
+        return record(ledger, message)
+    if claim is Claim.DEAD_LETTERED:
+        return record(ledger, message, failure_reason="dead-lettered before this delivery")
+    try:
+        run_work()
+    except Exception as exc:
+        try:
+            work.failed(message.batch_id, message.child_id, token, f"{type(exc).__name__}: {exc}")
+        except Exception:  # the lease then simply expires; the work's error is what matters
+            logger.warning("could not store the failed work outcome", exc_info=True)
+        raise
+    if not work.succeeded(message.batch_id, message.child_id, token):
+        logger.warning("work succeeded after the child was dead-lettered (its claim had expired); it stays FAILED")
+        return record(ledger, message, failure_reason="dead-lettered while its work ran past its claim")
+    return record(ledger, message)
+
+
+def process_dead_letter(ledger: Ledger, work: WorkRecords, message: ChildMessage, reason: str) -> LedgerResult:
+    """A recorder of a child whose message's retries are exhausted (SQS DLQ, Kinesis on-failure):
+    counted SUCCEEDED if its work succeeded (the message only lost the race for the counter), else
+    FAILED for good. Raises ChildWorkInProgress while a delivery still holds the work's claim."""
+    if work.settle_dead_letter(message.batch_id, message.child_id) == WORK_SUCCEEDED:
+        logger.info("dead-lettered child whose work succeeded: counted succeeded")
+        return record(ledger, message)
+    return record(ledger, message, failure_reason=reason)
+
+
+def work_then_record(message: ChildMessage, attempt: int, source: str, context: Any | None = None) -> dict[str, Any]:
+    """A consumer's delivery (``process_child``) with the environment's ledger, then the winner's
+    follow-up. A failure of the work is logged and raised, so the message is retried."""
+    ledger = ledger_from_env()
+
+    def run() -> None:
+        try:
+            do_child_work(message, attempt)
+        except Exception:
+            logger.warning("child work failed", extra={"attempt": attempt + 1}, exc_info=True)
+            raise
+
+    result = process_child(ledger, work_records_from_env(), message, run, lease=lease_seconds(context))
     return finish(ledger, result, f"ledger:{source}:{message.child_id}").to_dict()
 
 
-def work_then_record(message: ChildMessage, attempt: int, source: str) -> dict[str, Any]:
-    """Do the child's work (a failure is logged and raised, so the message is retried), then
-    record its success."""
-    try:
-        do_child_work(message, attempt)
-    except Exception:
-        logger.warning("child work failed", extra={"attempt": attempt + 1}, exc_info=True)
-        raise
-    return record_child(message, source)
+def record_dead_letter(message: ChildMessage, source: str, reason: str) -> dict[str, Any]:
+    """``process_dead_letter`` with the environment's ledger, then the winner's follow-up."""
+    ledger = ledger_from_env()
+    result = process_dead_letter(ledger, work_records_from_env(), message, reason)
+    return finish(ledger, result, f"ledger:{source}:{message.child_id}").to_dict()
 
 
 def do_child_work(message: ChildMessage, attempt: int) -> dict[str, Any]:
@@ -197,6 +270,9 @@ __all__ = [
     "finish",
     "invoke_finalizer",
     "ledger_from_env",
-    "record_child",
+    "process_child",
+    "process_dead_letter",
+    "record_dead_letter",
+    "work_records_from_env",
     "work_then_record",
 ]

@@ -107,14 +107,16 @@ def test_all_children_succeed_then_final_status_once(dev_app):
     assert set(seen.depth.values()) == {0}
     assert facts["dlq_messages_left"] == [] and facts["source_messages_left"] == 0
     assert facts["ledger_status"] == "COMPLETED" and facts["update_final_status_invocations"] == 1
-    assert facts["batch_size"] == 10 and facts["max_receive_count"] == seen.redrive["maxReceiveCount"] == 3
+    assert facts["batch_size"] == 10 and facts["max_receive_count"] == seen.redrive["maxReceiveCount"] == 5
     assert facts["contention"] is not None and facts["contention"]["transactions"] >= 25  # the model was on
 
 
 def test_duplicate_delivery_is_not_double_counted(dev_app):
     facts, seen = run(dev_app, "sqs-dupes", children=20, concurrency=10, duplicate=True, visibility_timeout=60)
     assert facts["sent"] == 40
-    assert all(n == 2 for n in facts["deliveries"].values()) and len(facts["deliveries"]) == 20
+    # each copy delivered at least once; a copy that arrives while the other copy runs the work is
+    # retried (ChildWorkInProgress) and then only records the work's outcome
+    assert all(n >= 2 for n in facts["deliveries"].values()) and len(facts["deliveries"]) == 20
     assert seen.batch["status"] == "COMPLETED"
     assert (seen.batch["total"], seen.batch["succeeded"], seen.batch["failed"], seen.batch["done"]) == (20, 20, 0, 20)
     assert len(seen.children) == 20
@@ -129,8 +131,10 @@ def test_duplicate_delivery_is_not_double_counted(dev_app):
 def test_a_failing_child_is_retried_dead_lettered_and_fails_the_batch_once(dev_app):
     facts, seen = run(dev_app, "sqs-doomed", children=25, fail=[3], concurrency=10, duplicate=True, visibility_timeout=2)
     max_receive = seen.redrive["maxReceiveCount"]
-    # each copy of child 3 was delivered maxReceiveCount times, then moved to the DLQ by SQS
-    assert facts["deliveries"][3] == 2 * max_receive
+    # a copy of child 3 was delivered maxReceiveCount times, then moved to the DLQ by SQS; the other
+    # copy too, unless the DLQ recorder settled the child FAILED first (its work record is then
+    # final: that copy records the failure without running the work, and is deleted)
+    assert max_receive < facts["deliveries"][3] <= 2 * max_receive
     assert facts["receive_counts"][3] == max_receive
     assert 3 in facts["dead_lettered"]
     assert seen.count(facts["function_ids"]["dlq_recorder"]) >= 1

@@ -21,7 +21,7 @@ def environments():
 def test_dev_and_prod_settings_load(environments):
     dev = load_ledger_settings(environments["dev"], "dev")
     prod = load_ledger_settings(environments["prod"], "prod")
-    assert dev == LedgerSettings(10, 0, 7, 60, 3, 10, 100, 3, 1, 5, counter_shards=1)
+    assert dev == LedgerSettings(10, 0, 7, 60, 5, 10, 100, 3, 1, 5, counter_shards=1)
     assert (prod.ttl_days, prod.max_receive_count, prod.kinesis_shard_count) == (30, 5, 2)
     assert prod.counter_shards == 8
     assert FIELDS[0] == "consumerMaxConcurrency" and "counterShards" in FIELDS
@@ -32,13 +32,24 @@ def test_the_construct_checks_the_same_ranges_with_its_own_prop_names():
         LedgerSettings(counter_shards=100)
 
 
+def test_max_receive_count_below_aws_guidance_is_refused_in_one_line():
+    with pytest.raises(ConfigError) as refused:
+        LedgerSettings(max_receive_count=3)
+    assert str(refused.value) == (
+        "ledger.max_receive_count: must be a whole number from 5 to 1000 (SQS redrive policy maxReceiveCount; "
+        "AWS advises at least 5 for a Lambda event source), got 3"
+    )
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [
         ("consumerMaxConcurrency", 1, "consumerMaxConcurrency: must be a whole number from 2 to 1000"),
         ("failureThreshold", -1, "failureThreshold: must be a whole number from 0"),
         ("batchSize", 11, "batchSize: must be a whole number from 1 to 10"),
-        ("maxReceiveCount", "3", "maxReceiveCount: must be a whole number from 1 to 1000 (SQS redrive"),
+        ("maxReceiveCount", "3", "maxReceiveCount: must be a whole number from 5 to 1000 (SQS redrive"),
+        ("maxReceiveCount", 4, "maxReceiveCount: must be a whole number from 5 to 1000 (SQS redrive policy "
+                               "maxReceiveCount; AWS advises at least 5 for a Lambda event source), got 4"),
         ("ttlDays", True, "ttlDays: must be a whole number"),
         ("counterShards", 0, "counterShards: must be a whole number from 1 to 99 (counter items per batch"),
         ("counterShards", 100, "counterShards: must be a whole number from 1 to 99"),

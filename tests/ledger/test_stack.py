@@ -79,7 +79,7 @@ def test_sqs_consumer_mapping_reports_item_failures_with_bounded_concurrency(led
 
 def test_child_queue_dead_letters_after_max_receive_count(ledger_synth, ids):
     queue = resources(ledger_synth, "AWS::SQS::Queue")[ids["queue"]]["Properties"]
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == 3
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
     assert ref_id(queue["RedrivePolicy"]["deadLetterTargetArn"]) == ids["dlq"]
     assert queue["VisibilityTimeout"] == 6 * ledger_synth.cfg.task_timeout_seconds
     recorder = mapping_of(ledger_synth, "LedgerDlqRecorder")
