@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -31,6 +31,17 @@ from fanout_kit.storage import checked_overrides
 from fanout_kit.workflow_alarms import WorkflowAlarms
 from fanout_kit.workflow_state_machine import WorkflowStateMachine
 from statemachines.checks import ConfigError, whole_number
+
+
+def stack_unique_suffix(stack: Stack) -> str:
+    """The random tail of the stack's id (the last 12 hex digits of the UUID in
+    ``arn:...:stack/NAME/UUID``, a token): a new stack of the same name gets another one.
+
+    Why: the workflow's log group must be named (Step Functions' vended logs want the
+    ``/aws/vendedlogs/`` prefix), and with removal policy RETAIN it outlives a ``cdk destroy`` or
+    the rollback of a failed first deploy; CloudFormation then fails the next create of a group of
+    the same name ("already exists"). A name that ends with this suffix is new for every stack."""
+    return Fn.select(4, Fn.split("-", Fn.select(2, Fn.split("/", stack.stack_id))))
 
 
 def one_of(existing: object, props: object, existing_name: str, props_name: str) -> None:
@@ -115,7 +126,14 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
             self,
             "Workflow",
             settings=self.settings,
-            log_group_name=log_group_name or f"{VENDED_LOGS_PREFIX}{Stack.of(self).stack_name}-{self.node.id}",
+            # "<name>-<the stack's unique suffix>": see stack_unique_suffix.
+            log_group_name=Fn.join(
+                "-",
+                [
+                    log_group_name or f"{VENDED_LOGS_PREFIX}{Stack.of(self).stack_name}-{self.node.id}",
+                    stack_unique_suffix(Stack.of(self)),
+                ],
+            ),
             include_execution_data=include_execution_data,
             execution_timeout_minutes=execution_timeout_minutes,
             definition=definition,

@@ -334,5 +334,7 @@ def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
 
 
 def log_group_name(cfg: EnvironmentConfig, workflow: str) -> str:
-    """A workflow's state machine log group: ``/aws/vendedlogs/states/<stackPrefix>-<workflow>``."""
+    """The beginning of a workflow's state machine log group name,
+    ``/aws/vendedlogs/states/<stackPrefix>-<workflow>``; the construct appends ``-<the stack id's
+    unique suffix>`` (fanout_kit.workflow.stack_unique_suffix)."""
     return f"{VENDED_LOGS_PREFIX}{cfg.stack_prefix}-{workflow}"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -169,7 +169,8 @@ def _read_map_run(scope: Construct, retry: RetrySettings) -> sfn.CustomState:
             "Type": "Task",
             "Comment": "Reads the map run's item counts, kept by Step Functions (succeeded, failed, "
             "timed out, aborted, pending, total)",
-            "Resource": "arn:aws:states:::aws-sdk:sfn:describeMapRun",
+            # The stack's partition (aws, aws-cn, aws-us-gov), never a literal one.
+            "Resource": f"arn:{Stack.of(scope).partition}:states:::aws-sdk:sfn:describeMapRun",
             "Parameters": {"MapRunArn.$": "$.mapRun.MapRunArn"},
             "ResultSelector": {f"{k[0].lower()}{k[1:]}.$": f"$.ItemCounts.{k}" for k in ITEM_COUNTS},
             "ResultPath": "$.counts",
@@ -329,5 +330,5 @@ def build_map_workflow(
     # A duplicate start of a finished batch ends here, before any child runs; a FAILED batch runs
     # again only as a redrive (redriveOf, set by `fanout dlq redrive --workflow map`).
     return prepare_state.next(
-        finished_batch_check(scope, retry=status_write_retry, status_table=status_table, proceed=fmt_choice, redrive_path="$.redriveOf")
+        finished_batch_check(scope, retry=status_write_retry, status_table=status_table, proceed=fmt_choice, redrive_path="$.redriveOf", workflow="map")
     )

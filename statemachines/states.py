@@ -167,6 +167,11 @@ def input_check(
 ALREADY_FINALIZED = "ALREADY_FINALIZED"
 
 
+def redrive_command(workflow: str) -> str:
+    """The command that redrives a FAILED batch of this workflow (the batch id follows)."""
+    return "fanout dlq redrive --batch" if workflow == "parallel" else f"fanout dlq redrive --workflow {workflow} --batch"
+
+
 def finished_batch_check(
     scope: Construct,
     *,
@@ -174,6 +179,7 @@ def finished_batch_check(
     status_table: dynamodb.ITable,
     proceed: sfn.IChainable,
     redrive_path: str | None,
+    workflow: str = "parallel",
 ) -> sfn.IChainable:
     """Read the batch's status record first (direct DynamoDB GetItem, strongly consistent), so
     that a duplicate start (a console double-click, a client retry) runs no task:
@@ -182,6 +188,11 @@ def finished_batch_check(
     * FAILED and not a redrive (``redrive_path`` null, or the workflow has none) -> it fails at
       once with ``FinalStatusConflict``, the error UpdateFinalStatus would have given at the end;
     * otherwise (no record, or the redrive of a FAILED batch) -> ``proceed``.
+
+    The conflict's cause gives the recovery that works whatever the failure: ``fanout dlq redrive``
+    (a new execution with ``redriveOf``). Not the console's Redrive: RedriveExecution resumes the
+    failed execution at its unsuccessful step and does not re-run the steps that succeeded
+    (API_RedriveExecution), so after ``BatchFailed`` it only re-runs that Fail state.
     """
     read = tasks.DynamoGetItem(
         scope,
@@ -213,9 +224,12 @@ def finished_batch_check(
         error=FINAL_STATUS_CONFLICT,
         cause_path=sfn.JsonPath.format(
             "batch {} was recorded FAILED by {}; a FAILED batch is finalized only by a redrive of that "
-            "execution (input field redriveOf, or Redrive in the console)",
+            f"execution: run `{redrive_command(workflow)} {{}}` (a new execution of its dead-lettered "
+            "work, input field redriveOf). Redrive in the console re-runs only the step that failed, "
+            "which after BatchFailed finalizes nothing",
             sfn.JsonPath.string_at("$.batchId"),
             sfn.JsonPath.string_at("$.recorded.Item.executionArn.S"),
+            sfn.JsonPath.string_at("$.batchId"),
         ),
     )
     # Two Choices: a missing path in a comparison is a runtime error, so presence is tested first.

@@ -71,7 +71,9 @@ def test_parallel_fan_out_alone_runs_the_users_functions_with_per_task_retries()
         "DeletionProtectionEnabled": True,  # secure default: data retained
     })
     template.has_resource_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True, "MessageRetentionPeriod": 1209600})
-    template.has_resource_properties("AWS::Logs::LogGroup", {"LogGroupName": "/aws/vendedlogs/states/Bare-Orders"})
+    template.has_resource_properties(
+        "AWS::Logs::LogGroup", {"LogGroupName": {"Fn::Join": ["-", ["/aws/vendedlogs/states/Bare-Orders", Match.any_value()]]}}
+    )
     template.has_resource_properties("AWS::StepFunctions::StateMachine", {
         "LoggingConfiguration": Match.object_like({"IncludeExecutionData": False, "Level": "ALL"}),
         "TracingConfiguration": {"Enabled": True},

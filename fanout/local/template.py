@@ -176,6 +176,7 @@ def make_resolver(
         "AWS::AccountId": LOCAL_ACCOUNT,
         "AWS::URLSuffix": "amazonaws.com",
         "AWS::StackName": "local",
+        "AWS::StackId": f"arn:aws:cloudformation:{region}:{LOCAL_ACCOUNT}:stack/local/00000000-0000-4000-8000-000000000000",
     }
 
     def resolve(value: Any) -> Any:
@@ -245,7 +246,9 @@ def local_names(
             attrs[(lid, "Name")] = lid
         # Resources the engine does not create, named for reading their policies (IAM checks).
         elif kind == "AWS::Logs::LogGroup":
-            refs[lid] = res.get("Properties", {}).get("LogGroupName", lid)
+            name = res.get("Properties", {}).get("LogGroupName", lid)
+            # A name built from pseudo parameters (the kit's: "<name>-<the stack id's suffix>").
+            refs[lid] = name if isinstance(name, str) else str(make_resolver({}, {}, region)(name))
             attrs[(lid, "Arn")] = arn.format("logs", f"log-group:{refs[lid]}:*")
         elif kind == "AWS::KMS::Key":
             refs[lid] = lid

@@ -144,7 +144,8 @@ def record_success(
         if old.get("status") == FAILED:
             raise FinalStatusConflict(
                 f"batch {batch_id} was recorded FAILED by {old.get('executionArn')}; a FAILED batch "
-                "is finalized only by a redrive of that execution (input field redriveOf)"
+                "is finalized only by a redrive of that execution (input field redriveOf): run "
+                f"`fanout dlq redrive [--workflow map] --batch {batch_id}`"
             ) from exc
         raise FinalStatusConflict(
             f"batch {batch_id}: the redrive names {redrive_of}, but no FAILED record exists for it"

@@ -145,11 +145,38 @@ def count_items(items: Iterable[Any], *, max_item_bytes: int, where: str) -> int
     return total
 
 
+UTF8_BOM = codecs.BOM_UTF8
+
+
+def _no_bom(chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
+    """The chunks, refused (InvalidManifest) if the file starts with a UTF-8 byte order mark.
+
+    PrepareBatch and the Distributed Map's ItemReader must read the same items. AWS documents the
+    ItemReader's JSON and CSV inputs (input-output-itemreader.html) without saying that a BOM is
+    skipped, and a JSON manifest that starts with one fails the whole map run (issue 19); RFC 8259
+    section 8.1 lets a JSON parser reject it. A CSV header would read ``\ufeffid`` there instead of
+    ``id``. So a manifest with a BOM is refused here, before any child runs, in both formats."""
+    head = b""
+    chunks = iter(chunks)
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= len(UTF8_BOM):
+            break
+    if head.startswith(UTF8_BOM):
+        raise InvalidManifest(
+            f"{where}: starts with a UTF-8 byte order mark (bytes EF BB BF), which the Distributed Map's "
+            "ItemReader does not accept; save the manifest as UTF-8 without a BOM"
+        )
+    if head:
+        yield head
+    yield from chunks
+
+
 def _decoded(chunks: Iterable[bytes], where: str) -> Iterator[str]:
-    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0
     try:
-        for chunk in chunks:
+        for chunk in _no_bom(chunks, where):
             yield decoder.decode(chunk)
             offset += len(chunk)
         yield decoder.decode(b"", final=True)
@@ -255,7 +282,7 @@ class _TextStream(io.RawIOBase):
 
 def iter_csv_rows(chunks: Iterable[bytes], where: str) -> Iterator[dict[str, str]]:
     """The items of a CSV manifest (header row + rows -> objects), read line by line."""
-    stream = io.TextIOWrapper(io.BufferedReader(_TextStream(chunks)), encoding="utf-8-sig", newline="")
+    stream = io.TextIOWrapper(io.BufferedReader(_TextStream(_no_bom(chunks, where))), encoding="utf-8", newline="")
     reader = csv.reader(stream)
     try:
         header = next(reader, None)

@@ -238,6 +238,19 @@ def test_a_duplicate_start_of_a_finished_batch_processes_no_item(map_engine):
     assert worker_calls(map_engine) and len(worker_calls(map_engine)) == 3  # the first run's only
 
 
+def test_a_failed_batch_started_again_names_the_redrive_that_works(map_engine):
+    """After BatchFailed the console's Redrive would re-run only the BatchFailed Fail state (AWS:
+    RedriveExecution does not re-run steps that succeeded, nor a Distributed Map that exited), so
+    the conflict names `fanout dlq redrive --workflow map`, the recovery the README documents."""
+    failed = run(map_engine, "m-again", items=items(3, i1={"mode": "fatal"}))
+    assert (failed.status, failed.error) == ("FAILED", "BatchFailed")
+    again = run(map_engine, "m-again", items=items(3))
+    assert (again.status, again.error) == ("FAILED", "FinalStatusConflict")
+    assert failed.arn in again.cause
+    assert "run `fanout dlq redrive --workflow map --batch m-again`" in again.cause
+    assert "or Redrive in the console" not in again.cause
+
+
 def test_failures_within_the_threshold_still_finalize_and_reach_the_dlq(tmp_path):
     """map.failureThreshold 1: one failed item among 5 finalizes the batch SUCCEEDED (the count
     decides), and the failed item is in the DLQ all the same."""

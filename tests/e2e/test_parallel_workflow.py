@@ -190,6 +190,11 @@ def test_a_failed_batch_started_again_without_redrive_runs_no_task(engine, batch
     rerun = engine.run("parallel", batch("rerun"))
     assert rerun.status == "FAILED" and rerun.error == "FinalStatusConflict"
     assert failed.arn in rerun.cause and "redriveOf" in rerun.cause
+    # The recovery that works after BatchFailed: a new execution (`fanout dlq redrive`), not the
+    # console's Redrive, which would only re-run the BatchFailed Fail state.
+    assert failed.error == "BatchFailed"
+    assert "run `fanout dlq redrive --batch rerun`" in rerun.cause
+    assert "or Redrive in the console" not in rerun.cause
     assert run_tasks_entered(rerun.history) == []
     assert lambda_invocations(rerun.history) == 1  # ValidateInput only
     assert engine.status_record("rerun")["status"] == "FAILED"
