@@ -17,6 +17,16 @@ calls cannot break them:
                          ABORTED executions), with ``failedExecutionError``; never over SUCCEEDED.
 * SUCCEEDED is final: a repeated UpdateFinalStatus is a no-op and a late failure never overwrites it.
 
+Which fields say what. The current status: ``status``, ``executionArn`` (the execution that wrote
+it), ``updatedAt``; when SUCCEEDED also ``finalizedBy``, ``finalizedAt``, ``ranTasks``, ``redriveOf``;
+when FAILED the failure fields (``FAILURE_FIELDS``: ``failedTasks`` or ``failedItems`` /
+``totalItems`` / ``failureError`` / ``resultsKey``, or the guard's ``failedExecutionError`` /
+``failedExecutionStatus``). History: ``failedRuns`` (how many runs of the batch were recorded
+FAILED) and ``previousFailure``. A success over a FAILED record (a redrive, or the guarded execution
+resumed) moves that record's failure fields into ``previousFailure`` (with ``executionArn`` and
+``failedAt``: the failed run and when it was recorded) and removes them, in the same conditional
+write, so a SUCCEEDED record never carries a failure as if it were current.
+
 So the final status is written exactly once, and a FAILED batch is never flipped to SUCCEEDED by a
 retry or a repeat of an old call.
 """
@@ -61,6 +71,20 @@ _FIRST_SUCCESS_CONDITION = f"attribute_not_exists(batchId) OR {_GUARD_RECORDED_T
 _REDRIVE_SUCCESS_CONDITION = f"(#status = :failed AND executionArn = :redriveOf) OR {_GUARD_RECORDED_THIS_EXECUTION}"
 
 
+# The fields that describe a FAILED verdict (RecordBatchFailure of either workflow, the ledger's
+# counted failure, the guard): current while FAILED, moved to previousFailure by a success.
+FAILURE_FIELDS = (
+    "failedTasks",
+    "failedItems",
+    "totalItems",
+    "failureError",
+    "resultsKey",
+    "failedExecutionError",
+    "failedExecutionStatus",
+)
+_MOVE_ATTEMPTS = 3  # a FAILED record that changes between our read and our write: read it again
+
+
 @dataclass(frozen=True)
 class FinalizeResult:
     outcome: str  # "FINALIZED" (this call wrote SUCCEEDED) or "ALREADY_FINALIZED" (no-op)
@@ -76,8 +100,29 @@ def _plain(item: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in (item or {}).items():
         (kind, inner), = value.items()
-        out[key] = int(inner) if kind == "N" else sorted(inner) if kind == "SS" else inner
+        out[key] = int(inner) if kind == "N" else sorted(inner) if kind == "SS" else _plain(inner) if kind == "M" else inner
     return out
+
+
+def _attribute(value: Any) -> dict[str, Any]:
+    """Plain value -> DynamoDB attribute value (the types _plain reads back)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str, list, dict)):
+        raise TypeError(f"unexpected status record value {value!r}")
+    if isinstance(value, int):
+        return {"N": str(value)}
+    if isinstance(value, list):
+        return {"SS": list(value)}
+    if isinstance(value, dict):
+        return {"M": {k: _attribute(v) for k, v in value.items()}}
+    return {"S": value}
+
+
+def previous_failure(record: dict[str, Any]) -> dict[str, Any]:
+    """What a success keeps of the FAILED record it replaces (``previousFailure``)."""
+    kept = {k: record[k] for k in FAILURE_FIELDS if k in record}
+    kept["executionArn"] = record.get("executionArn", "")
+    kept["failedAt"] = record.get("updatedAt", "")
+    return kept
 
 
 def read_status(client: Any, table_name: str, batch_id: str) -> dict[str, Any] | None:
@@ -99,19 +144,15 @@ def record_success(
     redrive_of: str | None = None,
 ) -> FinalizeResult:
     """Write SUCCEEDED exactly once; a repeat is a no-op; a FAILED verdict is never overwritten
-    except by the redrive of the execution that recorded it."""
+    except by the redrive of the execution that recorded it (or by that execution itself when the
+    guard recorded it). Over a FAILED record, the failure fields move to ``previousFailure``.
+
+    One conditional write on the usual path (no record yet). Over a FAILED record: the write is
+    also conditioned on the record being the one read (``updatedAt``), so what moves to
+    ``previousFailure`` is exactly what is replaced; a record changed in between is read again."""
     ran = sorted(set(ran_tasks))
-    values: dict[str, Any] = {
-        ":succeeded": {"S": SUCCEEDED},
-        ":failed": {"S": FAILED},
-        ":executionArn": {"S": execution_arn},
-        ":now": {"S": now},
-    }
-    update = "SET #status = :succeeded, executionArn = :executionArn, finalizedBy = :executionArn, "
-    update += "finalizedAt = :now, updatedAt = :now"
-    if redrive_of is None:
-        condition = _FIRST_SUCCESS_CONDITION
-    else:
+    recorded = None
+    if redrive_of is not None:
         recorded = read_status(client, table_name, batch_id)
         if recorded and recorded.get("status") == FAILED:
             missing = sorted(set(recorded.get("failedTasks", [])) - set(ran))
@@ -121,36 +162,92 @@ def record_success(
                     f"{', '.join(missing)}, which that execution recorded as failed; "
                     "include them in tasks"
                 )
-        condition = _REDRIVE_SUCCESS_CONDITION
+        elif recorded is None:
+            raise FinalStatusConflict(
+                f"batch {batch_id}: the redrive names {redrive_of}, but no FAILED record exists for it"
+            )
+    for _ in range(_MOVE_ATTEMPTS):
+        replaces = recorded if recorded and recorded.get("status") == FAILED else None
+        try:
+            _write_success(
+                client, table_name, batch_id=batch_id, execution_arn=execution_arn, ran=ran, now=now,
+                redrive_of=redrive_of, replaces=replaces,
+            )
+        except client.exceptions.ConditionalCheckFailedException as exc:
+            old = _plain(exc.response.get("Item"))
+            if old.get("status") == SUCCEEDED:
+                return FinalizeResult("ALREADY_FINALIZED", batch_id, old.get("finalizedBy", ""))
+            if old.get("status") == FAILED and _may_finalize(old, execution_arn, redrive_of) and old != replaces:
+                recorded = old  # a FAILED record this execution may replace: move its failure fields
+                continue
+            if old.get("status") == FAILED:
+                raise FinalStatusConflict(
+                    f"batch {batch_id} was recorded FAILED by {old.get('executionArn')}; a FAILED batch "
+                    "is finalized only by a redrive of that execution (input field redriveOf): run "
+                    f"`fanout dlq redrive [--workflow map] --batch {batch_id}`"
+                ) from exc
+            raise FinalStatusConflict(
+                f"batch {batch_id}: the redrive names {redrive_of}, but no FAILED record exists for it"
+            ) from exc
+        return FinalizeResult("FINALIZED", batch_id, execution_arn)
+    raise FinalStatusConflict(
+        f"batch {batch_id}: its FAILED record changed {_MOVE_ATTEMPTS} times while this execution "
+        "finalized it; nothing was written, retry UpdateFinalStatus"
+    )
+
+
+def _may_finalize(old: dict[str, Any], execution_arn: str, redrive_of: str | None) -> bool:
+    """The FAILED record ``old`` is one this execution may replace by SUCCEEDED (the conditions
+    below, evaluated on a record read back)."""
+    guarded_self = old.get("executionArn") == execution_arn and "failedExecutionError" in old
+    return guarded_self or (redrive_of is not None and old.get("executionArn") == redrive_of)
+
+
+def _write_success(
+    client: Any,
+    table_name: str,
+    *,
+    batch_id: str,
+    execution_arn: str,
+    ran: list[str],
+    now: str,
+    redrive_of: str | None,
+    replaces: dict[str, Any] | None,
+) -> None:
+    """SUCCEEDED where there is no record (``replaces`` None), or over the FAILED record
+    ``replaces`` exactly as read (same ``updatedAt``) if this execution may finalize it."""
+    values: dict[str, Any] = {
+        ":succeeded": {"S": SUCCEEDED},
+        ":executionArn": {"S": execution_arn},
+        ":now": {"S": now},
+    }
+    update = "SET #status = :succeeded, executionArn = :executionArn, finalizedBy = :executionArn, "
+    update += "finalizedAt = :now, updatedAt = :now"
+    if redrive_of is not None:
         values[":redriveOf"] = {"S": redrive_of}
         update += ", redriveOf = :redriveOf"
     if ran:
         update += ", ranTasks = :ranTasks"
         values[":ranTasks"] = {"SS": ran}
-    try:
-        client.update_item(
-            TableName=table_name,
-            Key={"batchId": {"S": batch_id}},
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except client.exceptions.ConditionalCheckFailedException as exc:
-        old = _plain(exc.response.get("Item"))
-        if old.get("status") == SUCCEEDED:
-            return FinalizeResult("ALREADY_FINALIZED", batch_id, old.get("finalizedBy", ""))
-        if old.get("status") == FAILED:
-            raise FinalStatusConflict(
-                f"batch {batch_id} was recorded FAILED by {old.get('executionArn')}; a FAILED batch "
-                "is finalized only by a redrive of that execution (input field redriveOf): run "
-                f"`fanout dlq redrive [--workflow map] --batch {batch_id}`"
-            ) from exc
-        raise FinalStatusConflict(
-            f"batch {batch_id}: the redrive names {redrive_of}, but no FAILED record exists for it"
-        ) from exc
-    return FinalizeResult("FINALIZED", batch_id, execution_arn)
+    if replaces is None:
+        condition = "attribute_not_exists(batchId)"
+    else:
+        # The failed run becomes history: previousFailure, and its fields leave the current status.
+        update += ", previousFailure = :previousFailure REMOVE " + ", ".join(FAILURE_FIELDS)
+        values[":previousFailure"] = _attribute(previous_failure(replaces))
+        values[":failed"] = {"S": FAILED}
+        values[":seenUpdatedAt"] = {"S": replaces.get("updatedAt", "")}
+        allowed = _FIRST_SUCCESS_CONDITION if redrive_of is None else _REDRIVE_SUCCESS_CONDITION
+        condition = f"({allowed}) AND updatedAt = :seenUpdatedAt"
+    client.update_item(
+        TableName=table_name,
+        Key={"batchId": {"S": batch_id}},
+        UpdateExpression=update,
+        ConditionExpression=condition,
+        ExpressionAttributeNames={"#status": "status"},
+        ExpressionAttributeValues=values,
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
 
 
 def record_execution_failure(
