@@ -78,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_demo.add_arguments(
         sub.add_parser("ledger", help="run a completion-ledger batch locally (SQS consumers on moto)")
     )
+    from fanout import estimate
+
+    estimate.add_arguments(sub.add_parser(
+        "estimate",
+        help="what a batch would cost at AWS list prices, from the synthesized settings",
+        description="Reads the synthesized template of the workflow (states on the success path, "
+        "the Map's batching, Retry policies, memory sizes, the ledger's batch size) and prints the "
+        "cost of a batch line by line with its assumptions. Prices: fanout_kit/pricing.py.",
+    ))
     iam = sub.add_parser(
         "iam-report",
         help="run the local scenarios, evaluate every AWS call against its role's synthesized "
@@ -126,6 +135,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             environment(args.env)  # an unknown environment or a broken cdk.json: before synth
             return run_from_args(args, console=make_console())
+        if args.command == "estimate":
+            from fanout.estimate import run as run_estimate
+
+            return run_estimate(args)
         if args.command == "iam-report":
             from fanout.iam_report import main as iam_report
 

@@ -1,0 +1,146 @@
+"""Cost: the list prices (fanout_kit.pricing), ``fanout estimate`` (fanout.cost) and its CLI."""
+
+import json
+import math
+
+import pytest
+
+import fanout.local.template as template_module
+from fanout.cli import main
+from fanout.cost import Assumptions, Usage, estimate, price_lines, retry_attempts_and_wait, success_path
+from fanout_kit import pricing
+
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:Worker"
+
+
+def tiny_template(per_batch: int | None = 4, execution_type: str = "EXPRESS", memory: int = 1024) -> dict:
+    """A Pass, a Distributed Map of one Lambda Task per child, a Succeed; no logs, no tracing."""
+    fan = {
+        "Type": "Map",
+        "Next": "Done",
+        "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": execution_type},
+            "StartAt": "Work",
+            "States": {"Work": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                                "Parameters": {"FunctionName": ARN}, "End": True}},
+        },
+    }
+    if per_batch:
+        fan["ItemBatcher"] = {"MaxItemsPerBatch": per_batch}
+    definition = {"StartAt": "Prep", "States": {"Prep": {"Type": "Pass", "Next": "Fan"}, "Fan": fan,
+                                                "Done": {"Type": "Succeed"}}}
+    return {"Resources": {
+        "Worker": {"Type": "AWS::Lambda::Function",
+                   "Properties": {"MemorySize": memory, "Timeout": 30, "Handler": "w.handler"}},
+        "Machine": {"Type": "AWS::StepFunctions::StateMachine",
+                    "Properties": {"DefinitionString": json.dumps(definition)}},
+    }}
+
+
+def test_estimate_arithmetic_on_a_known_case():
+    # 10 items in batches of 4: 3 Express children, each one Lambda call of 0.02 + 4 * 0.5 s at 1 GB
+    result = estimate(tiny_template(), "map", 10, "us-east-1", Assumptions(work_seconds=0.5))
+    u = result.usage
+    assert u.transitions == 3 + 3  # Prep, Fan, Done + one per child execution started
+    assert u.express_requests == 3
+    assert u.express_gb_seconds == pytest.approx(3 * 2.1 * 64 / 1024)  # 2.02 s -> 2.1 s, 64 MB
+    assert u.lambda_requests == 3
+    assert u.lambda_gb_seconds_x86_64 == pytest.approx(3 * 2.02 * 1.0)
+    assert u.log_bytes == 3 * 600 and u.xray_traces == 0  # no state machine logs, no tracing
+    expected = (6 * 0.025 / 1000 + 3 * 1e-6 + 3 * 2.1 / 16 * 0.00001667 + 3 * 0.2e-6
+                + 6.06 * 0.0000166667 + 1800 / 1024**3 * 0.50)
+    assert result.total_usd == pytest.approx(expected)
+
+
+def test_no_batching_and_standard_children_are_priced_from_the_edited_map():
+    express = estimate(tiny_template(per_batch=None), "map", 10, "us-east-1")
+    assert express.usage.express_requests == 10 and express.usage.lambda_requests == 10
+    standard = estimate(tiny_template(per_batch=None, execution_type="STANDARD"), "map", 10, "us-east-1")
+    # each Standard child: its start (1) and its one state (1); no Express charges
+    assert standard.usage.transitions == 3 + 10 * 2 and standard.usage.express_requests == 0
+
+
+def test_a_failing_batch_adds_its_retries_and_the_dead_letter_send():
+    template = tiny_template(per_batch=1)
+    definition = json.loads(template["Resources"]["Machine"]["Properties"]["DefinitionString"])
+    work = definition["States"]["Fan"]["ItemProcessor"]["States"]["Work"]
+    work["Retry"] = [{"ErrorEquals": ["RetryableTaskError"], "IntervalSeconds": 2, "MaxAttempts": 2,
+                      "BackoffRate": 2.0, "JitterStrategy": "FULL"}]
+    work["Catch"] = [{"ErrorEquals": ["States.ALL"], "Next": "DLQ"}]
+    template["Resources"]["Machine"]["Properties"]["DefinitionString"] = json.dumps(definition)
+    assert retry_attempts_and_wait(work) == (3, 0.5 * (2 + 4))
+    ok = estimate(template, "map", 100, "us-east-1").usage
+    half = estimate(template, "map", 100, "us-east-1", Assumptions(failure_rate=0.5)).usage
+    assert half.lambda_requests == pytest.approx(ok.lambda_requests + 50 * 2)  # 2 retries each
+    assert half.sqs_requests == pytest.approx(50)  # one dead-letter send per failed child
+
+
+def test_success_path_takes_the_first_choice_rule_and_stops_at_the_end():
+    states = {
+        "A": {"Type": "Choice", "Choices": [{"Next": "B"}], "Default": "F"},
+        "B": {"Type": "Task", "Next": "C", "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "F"}]},
+        "C": {"Type": "Pass", "End": True},
+        "F": {"Type": "Fail"},
+    }
+    assert [name for name, _ in success_path(states, "A")] == ["A", "B", "C"]
+    with pytest.raises(ValueError, match="loop"):
+        success_path({"A": {"Type": "Pass", "Next": "A"}}, "A")
+
+
+def test_price_lines_use_the_pricing_module():
+    lines = {line.component: line for line in price_lines(Usage(transitions=1000, log_bytes=1024**3))}
+    assert lines["transitions"].usd == pytest.approx(1000 * pricing.price("sfn_standard_transition"))
+    assert lines["log_bytes"].usd == pytest.approx(pricing.price("cloudwatch_logs_gb_ingested"))
+    assert all(p.source.startswith("https://aws.amazon.com/") for p in pricing.PRICES.values())
+
+
+def test_synthesized_settings_flow_into_the_estimate(synthesized):
+    dev, prod = synthesized("dev"), synthesized("prod")
+    dev_map = estimate(dev.template("map"), "map", 1000, dev.region).usage
+    prod_map = estimate(prod.template("map"), "map", 1000, prod.region).usage
+    # cdk.json: dev map.itemsPerBatch 1, prod 20
+    assert dev_map.express_requests == 1000 and prod_map.express_requests == math.ceil(1000 / 20)
+    ledger = estimate(prod.template("ledger"), "ledger", 1000, prod.region).usage
+    assert ledger.dynamodb_write_units >= 4 * 1000  # a transactional mark + counter per child
+    parallel = estimate(dev.template("parallel"), "parallel", 3, dev.region).usage
+    assert parallel.lambda_requests >= 3 and parallel.transitions > 3
+
+
+@pytest.fixture
+def reuse_session_synth(monkeypatch, dev_app):
+    monkeypatch.setattr(template_module, "synthesize", lambda env_name="dev", outdir=None: dev_app)
+
+
+def test_estimate_json_is_one_object_with_components_and_total(capsys, reuse_session_synth):
+    assert main(["estimate", "--workflow", "map", "--items", "1000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["workflow"] == "map" and out["items"] == 1000 and out["region"] == pricing.REGION
+    assert {"transitions", "express_requests", "lambda_requests"} <= set(out["components"])
+    for component in out["components"].values():
+        assert set(component) == {"label", "quantity", "unitUsd", "usd"}
+    assert out["total_usd"] == pytest.approx(sum(c["usd"] for c in out["components"].values()), abs=1e-5)
+    assert out["assumptions"]["work_seconds"] == 0.1
+
+
+def test_estimate_text_says_what_it_read_and_assumed(capsys, reuse_session_synth):
+    assert main(["estimate", "--workflow", "ledger", "--items", "50", "--work-seconds", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "from the template: SQS consumer" in out and "assumed: work per item: 0.2 s" in out
+    assert "total" in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--items", "0"], "--items"),
+        (["--items", "ten"], "--items"),
+        (["--items", "5", "--workflow", "queue"], "--workflow"),
+        (["--items", "5", "--failure-rate", "1.5"], "--failure-rate"),
+        (["--items", "5", "--work-seconds", "nan"], "--work-seconds"),
+        (["--items", "5", "--env", "nowhere"], "environment"),
+    ],
+)
+def test_bad_estimate_input_is_one_line_and_exit_2(capsys, argv, flag):
+    assert main(["estimate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fanout: ") and flag in err
