@@ -11,9 +11,10 @@ Two sources of usage, priced by the same ``price_lines``:
   seconds per item, the failure rate, per-invocation overheads, log sizes), each printed with it;
 * the measurement (``fanout.local.metering``): what a local run used, counted by the engine.
 
-The success path of a state machine (``success_path``) is the kit's convention: from StartAt,
-follow ``Next``; at a Choice take its first rule (the kit's Choices list the happy case first,
-the default is the exception); Catch targets and Fail states are off the path. A test checks the
+The success path of a state machine (``success_path``) is the kit's convention
+(``statemachines.asl_graph.happy_path``): from StartAt, follow ``Next``; at a Choice take its first
+rule (the kit's Choices list the happy case first, the default is the exception); Catch targets
+and Fail states are off the path. A test checks the
 estimated transitions against the ones a local run's history shows, so a workflow change that
 breaks the convention fails the suite rather than skewing the estimate.
 """
@@ -171,23 +172,11 @@ def functions_of(template: Mapping[str, Any]) -> dict[str, Function]:
 
 
 def success_path(states: Mapping[str, Any], start: str) -> list[tuple[str, dict[str, Any]]]:
-    """The states an execution enters when everything succeeds (see the module docstring)."""
-    path, seen, name = [], set(), start
-    while name is not None:
-        if name in seen:
-            raise ValueError(f"state {name!r} entered twice on the success path: a loop")
-        seen.add(name)
-        state = states[name]
-        path.append((name, state))
-        kind = state["Type"]
-        if kind in ("Succeed", "Fail") or state.get("End"):
-            break
-        if kind == "Choice":
-            rules = state.get("Choices") or []
-            name = rules[0]["Next"] if rules else state.get("Default")
-        else:
-            name = state.get("Next")
-    return path
+    """The states an execution enters when everything succeeds: the kit's one rule for it,
+    ``statemachines.asl_graph.happy_path`` (Next, and a Choice's first rule)."""
+    from statemachines.asl_graph import happy_path
+
+    return [(name, states[name]) for name in happy_path({"States": states, "StartAt": start})]
 
 
 def _function_of(state: Mapping[str, Any], functions: Mapping[str, Function]) -> Function | None:
@@ -268,6 +257,7 @@ class Estimate:
     usage: Usage
     facts: list[str] = field(default_factory=list)  # what was read from the template
     assumptions: Assumptions = field(default_factory=Assumptions)
+    shape: dict[str, Any] = field(default_factory=dict)  # the settings read (items_per_batch, ...)
 
     @property
     def lines(self) -> list[Line]:
@@ -413,15 +403,18 @@ def estimate(template: Mapping[str, Any], workflow: str, items: int, region: str
             f"{' (with the expected retries and dead-letter states)' if a.failure_rate else ''}",
         ]
         facts += _logging_facts(level_all, with_data, traced)
-        return Estimate(workflow, items, per_execution * executions, facts, a)
+        return Estimate(workflow, items, per_execution * executions, facts, a,
+                        {"branches": branches, "executions": executions})
 
     if workflow != "map":
         raise ValueError(f"unknown workflow {workflow!r}")
     children_usage: list[Usage] = []
+    shape: dict[str, Any] = {}
 
     def on_map(state: Mapping[str, Any]) -> Usage:
-        usage, child_facts = _map_children(state, items, functions, a, level_all, event_bytes, traced)
+        usage, child_facts, child_shape = _map_children(state, items, functions, a, level_all, event_bytes, traced)
         facts.extend(child_facts)
+        shape.update(child_shape)
         children_usage.append(usage)
         return usage
 
@@ -436,7 +429,7 @@ def estimate(template: Mapping[str, Any], workflow: str, items: int, region: str
     own = parent.transitions - children_usage[0].transitions
     facts.insert(0, f"{own:g} state transitions in the parent execution on the success path")
     facts += _logging_facts(level_all, with_data, traced)
-    return Estimate(workflow, items, parent, facts, a)
+    return Estimate(workflow, items, parent, facts, a, shape)
 
 
 def _logging_facts(level_all: bool, with_data: bool, traced: bool) -> list[str]:
@@ -452,7 +445,7 @@ def _parallel_branches(definition: Mapping[str, Any]) -> int:
 
 
 def _map_children(state: Mapping[str, Any], items: int, functions: Mapping[str, Function], a: Assumptions,
-                  level_all: bool, event_bytes: int, traced: bool) -> tuple[Usage, list[str]]:
+                  level_all: bool, event_bytes: int, traced: bool) -> tuple[Usage, list[str], dict[str, Any]]:
     processor = state.get("ItemProcessor") or state.get("Iterator") or {}
     config = processor.get("ProcessorConfig") or {}
     distributed = config.get("Mode") == "DISTRIBUTED"
@@ -489,12 +482,21 @@ def _map_children(state: Mapping[str, Any], items: int, functions: Mapping[str, 
         f"about {child.seconds:.2f} s each"
         + (f"; {p_fail:.2%} of children fail (retried, dead-lettered)" if p_fail else ""),
     ]
-    return usage, facts
+    return usage, facts, {"items_per_batch": per_batch, "children": children,
+                          "child_execution_type": "EXPRESS" if express else "STANDARD"}
 
 
-def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions) -> Estimate:
+def estimate_sqs_per_item(template: Mapping[str, Any], items: int, a: Assumptions | None = None) -> Estimate:
+    """What a user builds instead of a fan-in: each item an SQS message, one Lambda invocation per
+    item (event source BatchSize 1), the ledger template's consumer function, and nothing that
+    tracks completion (no ledger writes, no final status)."""
+    return _estimate_ledger(template, items, a or Assumptions(), batch_size=1, ledger=False)
+
+
+def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions, *,
+                     batch_size: int | None = None, ledger: bool = True) -> Estimate:
     functions = functions_of(template)
-    consumer, batch_size, shards = None, 10, 1
+    consumer, batch_size_read, shards = None, 10, 1
     for res in template.get("Resources", {}).values():
         if res.get("Type") != "AWS::Lambda::EventSourceMapping":
             continue
@@ -503,11 +505,14 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions) ->
         lid = target.get("Ref") if isinstance(target, Mapping) else str(target)
         fn = functions.get(lid)
         if fn is not None and fn.handler == "ledger_sqs_consumer.handler":
-            consumer, batch_size = fn, int(props.get("BatchSize", 10))
+            consumer, batch_size_read = fn, int(props.get("BatchSize", 10))
             env = (template["Resources"][lid]["Properties"].get("Environment") or {}).get("Variables", {})
             shards = int(env.get("LEDGER_COUNTER_SHARDS", 1))
     if consumer is None:
         raise ValueError("no SQS consumer (ledger_sqs_consumer.handler) with an event source in the template")
+    batch_size = batch_size or batch_size_read
+    if not ledger:
+        shards = 0
     finisher = next((f for f in functions.values() if f.handler == "update_final_status.handler"), None)
     invocations = math.ceil(items / batch_size)
     seconds = a.invoke_overhead_seconds + batch_size * a.work_seconds
@@ -517,13 +522,14 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions) ->
     usage.log_bytes += invocations * a.log_bytes_per_invocation
     # producer SendMessageBatch, the event source's ReceiveMessage and DeleteMessageBatch
     usage.sqs_requests += math.ceil(items / SQS_BATCH_MAX) + 2 * invocations
-    # per child: TransactWriteItems of the mark and the counter, 2 write units each (transactional)
-    usage.dynamodb_write_units += 4 * items
-    # per child: the decision check, strongly consistent: GetItem (1) or BatchGetItem of K shards + batch
-    usage.dynamodb_read_units += items * (1 if shards <= 1 else shards + 1)
-    # per batch: register_batch, the verdict's conditional write, and UpdateFinalStatus
-    usage.dynamodb_write_units += 2
-    if finisher is not None:
+    if ledger:
+        # per child: TransactWriteItems of the mark and the counter, 2 write units each (transactional)
+        usage.dynamodb_write_units += 4 * items
+        # per child: the decision check, strongly consistent: GetItem (1) or BatchGetItem of K shards + batch
+        usage.dynamodb_read_units += items * (1 if shards <= 1 else shards + 1)
+        # per batch: register_batch, the verdict's conditional write, and UpdateFinalStatus
+        usage.dynamodb_write_units += 2
+    if finisher is not None and ledger:
         usage.add_lambda(finisher.architecture, finisher.gb * a.invoke_overhead_seconds)
         usage = usage + HANDLER_USAGE.get(finisher.handler, Usage())
     p_fail = a.failure_rate
@@ -533,7 +539,11 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions) ->
         usage.add_lambda(consumer.architecture, p_fail * items * (receives - 1) * billed * consumer.gb / batch_size,
                          requests=p_fail * items * (receives - 1) / batch_size)
         usage.sqs_requests += p_fail * items * (receives - 1) * 2 / batch_size + p_fail * items * 3
-        usage.dynamodb_write_units += p_fail * items * 4
+        usage.dynamodb_write_units += p_fail * items * 4 if ledger else 0
+    if not ledger:
+        return Estimate("sqs-per-item", items, usage, [
+            f"one SQS message and one Lambda invocation per item ({consumer.memory_mb} MB "
+            f"{consumer.architecture}), no completion tracking"], a, {"batch_size": batch_size})
     facts = [
         f"SQS consumer: {batch_size} messages per invocation (event source BatchSize), "
         f"{consumer.memory_mb} MB {consumer.architecture}: {invocations} invocation(s)",
@@ -541,7 +551,7 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions) ->
         "strongly consistent decision read",
         "not counted: empty ReceiveMessage polls of idle queues, the sweeper's schedule (per hour, not per batch)",
     ]
-    return Estimate("ledger", items, usage, facts, a)
+    return Estimate("ledger", items, usage, facts, a, {"batch_size": batch_size, "counter_shards": shards})
 
 
 def _ledger_max_receive(template: Mapping[str, Any]) -> int:

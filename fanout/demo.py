@@ -245,6 +245,7 @@ def run_demo(args: Any, console: Console | None = None) -> int:
         map_run = engine.map_run_counts(result.arn) if workflow == "map" else None
         dlq = engine.dlq_peek(workflow)
         invocations = len(engine.router.invocations)
+        measured = engine.measured_cost([result])
         waits = list(engine.retry_clock.waits)
         adaptations = list(engine.adaptations)
 
@@ -281,6 +282,7 @@ def run_demo(args: Any, console: Console | None = None) -> int:
         f"wall time: synth {synth_seconds:.1f}s{' (cached: app inputs unchanged)' if app.cached else ''}, "
         f"execution {result.seconds:.2f}s"
     )
+    console.print(escape(measured.line()) + " [dim](fanout estimate for the forecast)[/]")
     return 0 if result.status == "SUCCEEDED" else 1
 
 

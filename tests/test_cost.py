@@ -83,8 +83,6 @@ def test_success_path_takes_the_first_choice_rule_and_stops_at_the_end():
         "F": {"Type": "Fail"},
     }
     assert [name for name, _ in success_path(states, "A")] == ["A", "B", "C"]
-    with pytest.raises(ValueError, match="loop"):
-        success_path({"A": {"Type": "Pass", "Next": "A"}}, "A")
 
 
 def test_price_lines_use_the_pricing_module():
@@ -144,3 +142,75 @@ def test_bad_estimate_input_is_one_line_and_exit_2(capsys, argv, flag):
     assert main(["estimate", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("fanout: ") and flag in err
+
+
+# ------------------------------------------------------------------------------ measured cost
+def _scheduled_lambdas(history):
+    return sum(1 for e in history if e["type"] == "TaskScheduled"
+               and e["taskScheduledEventDetails"]["resourceType"] == "lambda")
+
+
+def test_metering_a_parallel_run_counts_what_its_history_shows(dev_app):
+    from fanout.local.engine import LocalEngine
+    from fanout.local.history import state_transitions
+
+    with LocalEngine(dev_app, workflows=("parallel",), sleep_retries=False) as engine:
+        result = engine.run("parallel", json.load(open("examples/batch.json")))
+        measured = engine.measured_cost([result])
+    assert result.status == "SUCCEEDED"
+    u = measured.usage
+    assert u.transitions == state_transitions(result.history) == measured.counts["transitions"]
+    assert u.lambda_requests == _scheduled_lambdas(result.history) == len(engine.router.invocations)
+    # ReadBatchStatus (a consistent GetItem) and UpdateFinalStatus's one conditional write
+    assert (u.dynamodb_read_units, u.dynamodb_write_units) == (1.0, 1.0)
+    assert u.sqs_requests == 0 and u.eventbridge_service_events == 1
+    # the estimate reads the same template: same transitions, invocations and request units
+    predicted = estimate(dev_app.template("parallel"), "parallel", 3, dev_app.region).usage
+    assert (predicted.transitions, predicted.lambda_requests) == (u.transitions, u.lambda_requests)
+    assert (predicted.dynamodb_read_units, predicted.dynamodb_write_units) == (1.0, 1.0)
+    assert measured.line().startswith("measured cost: $") and measured.total_usd > 0
+
+
+def test_metering_a_map_run_counts_children_retries_and_the_dead_letter_send(dev_app):
+    from fanout.local.engine import LocalEngine
+    from fanout.local.history import state_transitions
+
+    items = [{"n": i} for i in range(6)] + [{"n": 6, "simulateFailure": {"mode": "permanent"}}]
+    with LocalEngine(dev_app, workflows=("map",), sleep_retries=False) as engine:
+        result = engine.run("map", {"batchId": "cost-1", "items": items})
+        measured = engine.measured_cost([result])
+        worker = next(lid for lid, fn in engine.router.functions.items() if fn.handler == "map_item_worker.handler")
+        worker_calls = engine.router.count(worker)
+    u, counts = measured.usage, measured.counts
+    # dev: one item per child, 7 Express children; the parent's own transitions plus one per child
+    assert counts["express_children"] == 7 == u.express_requests
+    assert u.transitions == state_transitions(result.history) + 7
+    # the poison item: 1 + 2 retries (dev map.retry.retryable.maxAttempts 2), then one DLQ send
+    assert worker_calls == 6 + 3
+    assert u.lambda_requests == len(engine.router.invocations) >= worker_calls
+    assert u.sqs_requests >= 1
+    assert u.express_gb_seconds >= 7 * 0.1 * 64 / 1024  # at least 100 ms each, at 64 MB
+    assert counts["aws_calls"].get("s3:PutObject", 0) >= 1  # the inline items' manifest, the results
+
+
+def test_readme_cost_table_is_what_cost_table_prints(synthesized):
+    from fanout.cost_table import README, readme_block, table
+
+    assert readme_block(README.read_text()) == table(synthesized("prod")), (
+        "README.md's cost table is stale: run .venv/bin/python -m fanout.cost_table --write")
+
+
+def test_the_alternatives_cost_what_their_shape_says(synthesized):
+    from fanout.cost_table import rows
+
+    by_name = {what.split(" (")[0]: e for what, e in rows(synthesized("prod"))}
+    kit = by_name["Map workflow"]
+    unbatched = by_name["instead: Map without batching"]
+    standard = by_name["instead: one Standard child execution per item"]
+    per_item = by_name["instead: one Lambda invocation per item via SQS"]
+    million = 1_000_000
+    assert unbatched.usage.express_requests == million == per_item.usage.lambda_requests
+    assert kit.usage.express_requests == million / kit.shape["items_per_batch"]
+    assert standard.usage.express_requests == 0 and standard.usage.transitions >= 2 * million
+    assert per_item.usage.dynamodb_write_units == 0  # nothing tracks completion
+    assert kit.total_usd < unbatched.total_usd < standard.total_usd

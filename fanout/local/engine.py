@@ -194,6 +194,7 @@ class ChildClock:
         self.limit_seconds = limit_seconds
         self._budgets: dict[str, _ChildBudget] = {}
         self._lock = threading.Lock()
+        self.seconds: dict[str, float] = {}  # child ARN -> its clocked time, until metered
 
     def start(self, child_arn: str, env: Any) -> None:
         with self._lock:
@@ -214,6 +215,8 @@ class ChildClock:
         if budget is None:
             return None
         self._check(budget)
+        with self._lock:
+            self.seconds[child_arn] = time.monotonic() - budget.started + budget.simulated
         return budget.stopped
 
     def _check(self, budget: _ChildBudget) -> None:
@@ -285,7 +288,12 @@ class LocalEngine:
         self.retry_clock = RetryClock(sleep_retries)
         self.child_clock = ChildClock(express_limit_seconds)
         self.retry_clock.children = self.child_clock
-        self.map_children = MapChildren(on_start=self.child_clock.start, on_end=self.child_clock.end)
+        self.map_children = MapChildren(
+            on_start=self.child_clock.start, on_end=self.child_clock.end, on_child_end=self._meter_child
+        )
+        # What the run used, for its measured cost (fanout.local.metering)
+        self.metered_children: list[Any] = []  # metering.ChildRun
+        self.usage_recorder: Any = None  # metering.UsageRecorder, while the engine runs
         self.router.on_hang = self._charge_hang
         self.quiet = quiet
         self.stacks: dict[str, LocalStack] = {}
@@ -333,6 +341,9 @@ class LocalEngine:
             from fanout.local.iam import CallRecorder
 
             self.iam_calls = self._exit.enter_context(CallRecorder()).calls
+        from fanout.local.metering import UsageRecorder
+
+        self.usage_recorder = self._exit.enter_context(UsageRecorder())
         original_time = retrier_decl.time
         retrier_decl.time = self.retry_clock
         self._exit.callback(setattr, retrier_decl, "time", original_time)
@@ -516,6 +527,24 @@ class LocalEngine:
                 for gsi in props["GlobalSecondaryIndexes"]
             ]
         self.dynamodb.create_table(**kwargs)
+
+    def _meter_child(self, child: Any, express: bool) -> None:
+        from fanout.local.metering import ChildRun
+
+        with self.child_clock._lock:
+            seconds = self.child_clock.seconds.pop(child.arn, None)
+        if seconds is None:  # not clocked (a Standard child): its wall time
+            import datetime
+
+            start, stop = (datetime.datetime.fromisoformat(t) for t in (child.start, child.stop))
+            seconds = (stop - start).total_seconds()
+        self.metered_children.append(ChildRun(child.arn, child.status, child.items, express, seconds))
+
+    def measured_cost(self, executions: Any) -> Any:
+        """What the run used, priced (``fanout.local.metering.Measurement``)."""
+        from fanout.local.metering import measure
+
+        return measure(self, executions)
 
     def _charge_hang(self, event: Any, seconds: float) -> None:
         """A function that hangs runs (in simulated time) until its timeout: charge its child."""

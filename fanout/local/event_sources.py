@@ -369,6 +369,7 @@ class SqsEventSource(EventSourcePollers):
                 return False
             self.in_flight += 1
             self.stats.receives += 1
+            self._metered("ReceiveMessage")
         began = time.monotonic()
         try:
             self._deliver(messages)
@@ -377,6 +378,13 @@ class SqsEventSource(EventSourcePollers):
                 self.in_flight -= 1
                 self.stats.slowest_batch_seconds = max(self.stats.slowest_batch_seconds, time.monotonic() - began)
         return True
+
+    def _metered(self, operation: str) -> None:
+        """An SQS call the event source mapping makes for the account (billed in AWS), for the
+        measured cost (``fanout.local.metering``); empty receives are not counted."""
+        recorder = getattr(self.engine, "usage_recorder", None)
+        if recorder is not None:
+            recorder.add_call("sqs", operation, {})
 
     def _deliver(self, messages: list[dict[str, Any]]) -> None:
         m = self.mapping
@@ -406,6 +414,7 @@ class SqsEventSource(EventSourcePollers):
                     Entries=[{"Id": str(n), "ReceiptHandle": r["receiptHandle"]} for n, r in enumerate(chunk)],
                 )
                 self.stats.delete_failures += len(answer.get("Failed", []))
+                self._metered("DeleteMessageBatch")
             self.stats.deleted += len(done)
             self.stats.left_for_retry += len(failed)
             self.stats.rejected.difference_update(r["messageId"] for r in done)

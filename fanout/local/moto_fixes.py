@@ -295,6 +295,7 @@ class MapChildren:
     max_workers: int = 8  # worker threads per map run, whatever MaxConcurrency says
     on_start: Any = None
     on_end: Any = None
+    on_child_end: Any = None  # (ChildRecord, express: bool): every child once it ended (metering)
 
 
 _CHILDREN_LOCK = threading.Lock()
@@ -422,6 +423,8 @@ def _child_eval_job(rules: MapChildren):
                 record.execution_counter.results_written.count()
             with _CHILDREN_LOCK:
                 record.__dict__.setdefault("local_children", []).append(child)
+            if rules.on_child_end is not None:
+                rules.on_child_end(child, self._work_name in rules.express)
             job.job_output = child.output
 
     return _eval_job

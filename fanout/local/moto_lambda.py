@@ -20,6 +20,7 @@ import importlib.util
 import sys
 import json
 import threading
+import time
 import traceback
 import uuid
 from collections import Counter
@@ -135,6 +136,7 @@ class InvocationRecord:
     function: str
     event: Any
     error_type: str | None
+    seconds: float = 0.0  # the handler's duration (a hang: the function's timeout), for metering
 
 
 class LambdaContext:
@@ -214,6 +216,7 @@ class LambdaRouter:
         context = LambdaContext(fn, self.region, self.account)
         running = _RUNNING.__dict__.setdefault("stack", [])
         running.append(name)
+        began = time.perf_counter()
         try:
             injected = injected_failure(event, self.task_faults, self.item_faults)
             if injected is not None:
@@ -227,6 +230,7 @@ class LambdaRouter:
             # waiting: the Express child's clock is charged the function's timeout instead.
             if self.on_hang:
                 self.on_hang(event, float(fn.timeout_s))
+            began -= float(fn.timeout_s)  # Lambda bills a timed-out invocation to its timeout
             error_type = "Sandbox.Timedout"
             response_headers["x-amz-function-error"] = "Unhandled"
             payload = json.dumps(
@@ -245,10 +249,11 @@ class LambdaRouter:
             )
         finally:
             running.pop()
+        seconds = time.perf_counter() - began
         if error_type is None and self.after_invoke:  # (outside the function: not its own calls)
             self.after_invoke(name, event, result)
         with self._lock:
-            self.invocations.append(InvocationRecord(name, event, error_type))
+            self.invocations.append(InvocationRecord(name, event, error_type, seconds))
         if fault:  # "after": the work happened, the response is lost
             raise _service_error(fault)
         return payload.encode()
