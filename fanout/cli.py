@@ -55,13 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--manifest", metavar="FILE",
                      help="map: upload this JSON/CSV manifest to the local bucket and use it")
     run.add_argument("--fail-item", action="append", metavar="INDEX=MODE",
-                     help="map: make an inline item fail: INDEX=transient:K, INDEX=permanent, INDEX=fatal, INDEX=hang (runs to its timeout)")
+                     help="map: make an inline item fail: INDEX=transient:K, INDEX=permanent, INDEX=fatal, "
+                     "INDEX=timeout (runs to its timeout), INDEX=oom (out of memory), INDEX=crash (runtime exits)")
     run.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
     run.add_argument("--name", help="execution name (default: generated)")
     run.add_argument(
         "--fail", action="append", metavar="TASK=MODE",
         help="parallel: make a task fail: TASK=transient:K (its first K attempts), TASK=permanent "
-        "(every attempt: retries exhausted), TASK=fatal (not retryable), TASK=hang (runs to its timeout)",
+        "(every attempt: retries exhausted), TASK=fatal (not retryable), TASK=timeout (runs to its "
+        "timeout), TASK=oom (out of memory), TASK=crash (runtime exits); the last three are retried only "
+        "as retry.ambiguous says (default: dead-lettered after one attempt)",
     )
     run.add_argument(
         "--lambda-fault", action="append", metavar="FUNCTION=CODE[:K]",

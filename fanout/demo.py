@@ -27,11 +27,12 @@ from fanout.local.moto_lambda import InjectedFault
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
 from fanout.ops.dlq import describe
 from fanout.ops.watch import batch_id_of, counts_line
+from fanout_common.simulation import AMBIGUOUS_MODES
 from fanout.views import PlainTaskLog, error_line, make_console, task_table
 
 
 # --dlq-send-failures makes the DLQ's SendMessage fail; only a task that ends dead-lettered sends.
-DEAD_LETTERING_MODES = ("permanent", "fatal")
+DEAD_LETTERING_MODES = ("permanent", "fatal", *AMBIGUOUS_MODES)  # ambiguous: unless retry.ambiguous retries them
 MANIFEST_PLACEHOLDER_BUCKET = "local-batch-bucket"  # validated before synth; the real one after
 
 

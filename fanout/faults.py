@@ -3,7 +3,11 @@
 ``--fail TASK=transient:K`` the task raises RetryableTaskError on its first K attempts;
 ``--fail TASK=permanent``   it fails every attempt (retries exhaust, DLQ);
 ``--fail TASK=fatal``       it raises NonRetryableTaskError (no retry, DLQ);
-``--fail TASK=hang``        it runs past its function's timeout (Lambda: Sandbox.Timedout);
+``--fail TASK=timeout``     it runs past its function's timeout (Sandbox.Timedout; ``hang`` is the
+                            older name); ``TASK=oom`` it runs out of memory (Runtime.OutOfMemory);
+                            ``TASK=crash`` its runtime exits (Runtime.ExitError). The Step Functions
+                            guide documents all three as Lambda.Unknown. Not retried by default
+                            (the ``ambiguous`` retry setting), so dead-lettered after one attempt;
 ``--lambda-fault FUNCTION=ServiceException:K`` the Lambda service itself rejects the next K
 invokes of that function (TASK name, ValidateInput or UpdateFinalStatus);
 ``--dlq-send-failures K``   the next K SendMessage calls to the DLQ fail.
@@ -46,12 +50,14 @@ class TaskFault:
         return {"mode": self.mode, "times": self.times} if self.mode == "transient" else {"mode": self.mode}
 
 
+_MODES = r"transient(?::(\d+))?|permanent|fatal|timeout|oom|crash|hang"
+_MODES_TEXT = "transient:K, {0}=permanent, {0}=fatal, {0}=timeout, {0}=oom or {0}=crash"
+
+
 def parse_task_fault(text: str) -> TaskFault:
-    m = re.fullmatch(r"([A-Za-z0-9]+)=(transient(?::(\d+))?|permanent|fatal|hang)", text)
+    m = re.fullmatch(rf"([A-Za-z0-9]+)=({_MODES})", text)
     if not m:
-        raise FaultSpecError(
-            f"--fail {text!r}: expected TASK=transient:K, TASK=permanent, TASK=fatal or TASK=hang"
-        )
+        raise FaultSpecError(f"--fail {text!r}: expected TASK=" + _MODES_TEXT.format("TASK"))
     mode = m.group(2).split(":")[0]
     return TaskFault(m.group(1), mode, int(m.group(3) or 1))
 
@@ -79,12 +85,10 @@ def apply_task_faults(execution_input: dict[str, Any], faults: list[TaskFault]) 
 
 
 def parse_item_fault(text: str) -> tuple[int, TaskFault]:
-    """``INDEX=MODE`` for a Map item: ``7=permanent``, ``3=transient:2``, ``0=fatal``, ``5=hang``."""
-    m = re.fullmatch(r"(\d+)=(transient(?::(\d+))?|permanent|fatal|hang)", text)
+    """``INDEX=MODE`` for a Map item: ``7=permanent``, ``3=transient:2``, ``0=fatal``, ``5=timeout``."""
+    m = re.fullmatch(rf"(\d+)=({_MODES})", text)
     if not m:
-        raise FaultSpecError(
-            f"--fail-item {text!r}: expected INDEX=transient:K, INDEX=permanent, INDEX=fatal or INDEX=hang"
-        )
+        raise FaultSpecError(f"--fail-item {text!r}: expected INDEX=" + _MODES_TEXT.format("INDEX"))
     return int(m.group(1)), TaskFault(f"item-{m.group(1)}", m.group(2).split(":")[0], int(m.group(3) or 1))
 
 

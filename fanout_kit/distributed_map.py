@@ -36,7 +36,7 @@ from statemachines.express_budget import check_express_children
 from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
 
 EXPRESS_BUDGET_FIX = (
-    "lower the worker function's timeout or retries.(transient|retryable|dlq_send).max_attempts / "
+    "lower the worker function's timeout or retries.(transient|retryable|dlq_send|ambiguous).max_attempts / "
     "max_delay_seconds, or set map.child_execution_type to STANDARD"
 )
 

@@ -36,6 +36,7 @@ class FanOutTask:
     description: str = ""
     transient: RetrySettings | None = None  # None: the workflow's retries.transient
     retryable: RetrySettings | None = None  # None: the workflow's retries.retryable
+    ambiguous: RetrySettings | None = None  # None: the workflow's retries.ambiguous (timeouts, crashes)
 
 
 def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: str = "tasks") -> list[WorkflowTask]:
@@ -55,11 +56,13 @@ def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: 
         seen.add(task.name)
         if not all(hasattr(task.function, a) for a in ("function_arn", "grant_invoke")):  # IFunction (a jsii protocol)
             raise ConfigError(f"{where}.function: must be a Lambda function (IFunction), got {task.function!r}")
-        for kind in ("transient", "retryable"):
+        for kind in ("transient", "retryable", "ambiguous"):
             value = getattr(task, kind)
             check_type(f"{where}.{kind}", value, RetrySettings, none_means=f"the workflow's retries.{kind}")
             if value is not None:
                 value._check(f"{where}.{kind}")
+                if kind == "ambiguous":
+                    value.check_ambiguous(f"{where}.ambiguous")
         result.append(
             WorkflowTask(
                 name=task.name,
@@ -67,6 +70,7 @@ def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: 
                 description=task.description or task.name,
                 transient=task.transient or retries.transient,
                 retryable=task.retryable or retries.retryable,
+                ambiguous=task.ambiguous or retries.ambiguous,
             )
         )
     return result

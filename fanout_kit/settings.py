@@ -79,19 +79,23 @@ class ResourceSettings:
 
 @dataclass(frozen=True)
 class WorkflowRetries:
-    """The Retry rules of a workflow. ``transient`` (Lambda service errors) and ``retryable`` (the
-    task raised RetryableTaskError) are every task's defaults, overridden per task."""
+    """The Retry rules of a workflow. ``transient`` (Lambda service errors), ``retryable`` (the
+    task raised RetryableTaskError) and ``ambiguous`` (the task timed out, ran out of memory or
+    crashed: Lambda.Unknown, Sandbox.Timedout, ...; it may have done its work, so by default it is
+    not retried, and at most 3 times) are every task's defaults, overridden per task."""
 
     transient: RetrySettings = RetrySettings(2, 6, 2.0, 60)
     retryable: RetrySettings = RetrySettings(5, 4, 2.0, 120)
     dlq_send: RetrySettings = RetrySettings(1, 8, 2.0, 30)  # the DLQ send of an exhausted task
     status_write: RetrySettings = RetrySettings(1, 8, 2.0, 30)  # input check, status reads and writes
+    ambiguous: RetrySettings = RetrySettings(2, 0, 2.0, 60)  # AMBIGUOUS_ERRORS: not retried by default
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             check_type(f"retries.{f.name}", value, RetrySettings)
             value._check(f"retries.{f.name}")
+        self.ambiguous.check_ambiguous("retries.ambiguous")
 
 
 # The Distributed Map's defaults: an EXPRESS child must fit AWS's 5 minutes with every retry

@@ -36,6 +36,9 @@ ENVIRONMENTS_KEY = "fanout:environments"
 TASKS_KEY = "fanout:tasks"
 MAP_WORKER_KEY = "fanout:mapWorker"
 RETRY_KINDS = ("transient", "retryable", "dlqSend", "statusWrite")
+# retry.ambiguous: timeouts, out-of-memory errors and crashes (the work may be done); optional, the
+# kit's default (never retried) when absent; at most MAX_AMBIGUOUS_ATTEMPTS.
+AMBIGUOUS = "ambiguous"
 LEDGER_KEY = "ledger"
 
 
@@ -46,9 +49,11 @@ class TaskSpec:
     description: str
     transient: RetrySettings  # Lambda service errors
     retryable: RetrySettings  # the task raised RetryableTaskError
+    ambiguous: RetrySettings  # it timed out, ran out of memory or crashed
 
 
-MAP_RETRY_KINDS = ("transient", "retryable", "dlqSend")  # map.retry: the Map child's own overrides
+TASK_RETRY_KINDS = ("transient", "retryable", AMBIGUOUS)  # a task's retry: its own overrides
+MAP_RETRY_KINDS = ("transient", "retryable", "dlqSend", AMBIGUOUS)  # map.retry: the Map child's own overrides
 # The app's own Map setting (not a construct prop: the worker is the app's function).
 WORKER_TIMEOUT_RANGE = (1, 900, "the Map worker function's timeout")
 
@@ -108,6 +113,7 @@ class EnvironmentConfig:
     ledger: LedgerSettings
     transient_retry: RetrySettings  # every task's default (Lambda service errors)
     retryable_retry: RetrySettings  # every task's default (RetryableTaskError)
+    ambiguous_retry: RetrySettings  # every task's default (timeouts, out of memory, crashes)
 
     @property
     def task_names(self) -> list[str]:
@@ -131,13 +137,19 @@ class EnvironmentConfig:
     @property
     def retries(self) -> WorkflowRetries:
         """The Parallel workflow's retries (tasks carry their own, resolved per task)."""
-        return WorkflowRetries(self.transient_retry, self.retryable_retry, self.dlq_send_retry, self.status_write_retry)
+        return WorkflowRetries(
+            self.transient_retry, self.retryable_retry, self.dlq_send_retry, self.status_write_retry, self.ambiguous_retry
+        )
 
     @property
     def map_retries(self) -> WorkflowRetries:
         """The Map workflow's retries: map.retry over the environment's."""
         return WorkflowRetries(
-            self.map_worker.transient, self.map_worker.retryable, self.map_dlq_send_retry, self.status_write_retry
+            self.map_worker.transient,
+            self.map_worker.retryable,
+            self.map_dlq_send_retry,
+            self.status_write_retry,
+            self.map_worker.ambiguous,
         )
 
 
@@ -185,21 +197,11 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
                 f"{where}.handler: must be 'module.function' under lambdas/, got {handler!r}"
             )
         overrides = task.get("retry", {})
-        if not isinstance(overrides, Mapping) or set(overrides) - {"transient", "retryable"}:
-            raise ConfigError(f"{where}.retry: may only override 'transient' and 'retryable'")
-        specs.append(
-                TaskSpec(
-                    name=name,
-                    handler=handler,
-                    description=str(task.get("description", name)),
-                    transient=defaults["transient"].with_overrides(
-                        overrides.get("transient", {}), f"{where}.retry.transient"
-                    ),
-                    retryable=defaults["retryable"].with_overrides(
-                        overrides.get("retryable", {}), f"{where}.retry.retryable"
-                    ),
-                )
-            )
+        if not isinstance(overrides, Mapping) or set(overrides) - set(TASK_RETRY_KINDS):
+            raise ConfigError(f"{where}.retry: may only override {', '.join(TASK_RETRY_KINDS)}")
+        own = {k: defaults[k].with_overrides(overrides.get(k, {}), f"{where}.retry.{k}") for k in TASK_RETRY_KINDS}
+        own[AMBIGUOUS].check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
+        specs.append(TaskSpec(name=name, handler=handler, description=str(task.get("description", name)), **own))
     return tuple(specs)
 
 
@@ -258,7 +260,14 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
     raw_retry = env.get("retry")
     if not isinstance(raw_retry, Mapping):
         raise ConfigError(f"{where}.retry: must be an object with {', '.join(RETRY_KINDS)}")
+    unknown = sorted(set(raw_retry) - {*RETRY_KINDS, AMBIGUOUS})
+    if unknown:
+        raise ConfigError(f"{where}.retry.{unknown[0]}: unknown kind; known: {', '.join([*RETRY_KINDS, AMBIGUOUS])}")
     retry = {k: RetrySettings.parse(raw_retry.get(k), f"{where}.retry.{k}") for k in RETRY_KINDS}
+    retry[AMBIGUOUS] = WorkflowRetries().ambiguous.with_overrides(
+        raw_retry.get(AMBIGUOUS, {}), f"{where}.retry.{AMBIGUOUS}"
+    )
+    retry[AMBIGUOUS].check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
 
     map_retry = _map_retry(env.get("map"), retry, f"{where}.map.retry")
 
@@ -304,6 +313,7 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         ledger=load_ledger_settings(env, name),
         transient_retry=retry["transient"],
         retryable_retry=retry["retryable"],
+        ambiguous_retry=retry[AMBIGUOUS],
     )
 
 
@@ -313,10 +323,12 @@ def _map_retry(raw_map: Any, retry: dict[str, RetrySettings], where: str) -> dic
     raw = raw_map.get("retry", {}) if isinstance(raw_map, Mapping) else {}
     if not isinstance(raw, Mapping) or set(raw) - set(MAP_RETRY_KINDS):
         raise ConfigError(f"{where}: may only override {', '.join(MAP_RETRY_KINDS)}")
-    return {
+    merged = {
         **retry,
         **{k: retry[k].with_overrides(raw.get(k, {}), f"{where}.{k}") for k in MAP_RETRY_KINDS},
     }
+    merged[AMBIGUOUS].check_ambiguous(f"{where}.{AMBIGUOUS}")
+    return merged
 
 
 def environment_names(context: Mapping[str, Any] | None = None) -> list[str]:

@@ -30,7 +30,7 @@ class MapWorkflowStack(Stack):
             self.fanout = DistributedMapFanOut(
                 self,
                 "Default",
-                worker=FanOutTask(spec.name, worker, spec.description, spec.transient, spec.retryable),
+                worker=FanOutTask(spec.name, worker, spec.description, spec.transient, spec.retryable, spec.ambiguous),
                 map=cfg.map,
                 retries=cfg.map_retries,
                 execution_timeout_minutes=cfg.execution_timeout_minutes,
@@ -42,7 +42,7 @@ class MapWorkflowStack(Stack):
         except ExpressBudgetError as exc:  # name the cdk.json settings, not the construct's props
             where = f"context.fanout:environments.{cfg.name}.map"
             raise ConfigError(
-                f"{exc.problem}; lower {where}.workerTimeoutSeconds or {where}.retry.(transient|retryable|dlqSend)"
+                f"{exc.problem}; lower {where}.workerTimeoutSeconds or {where}.retry.(transient|retryable|dlqSend|ambiguous)"
                 f".maxAttempts / maxDelaySeconds, or set {where}.childExecutionType to STANDARD"
             ) from None
         self.fanout.add_outputs()

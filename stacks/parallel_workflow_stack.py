@@ -22,6 +22,7 @@ class ParallelWorkflowStack(Stack):
                 description=spec.description,
                 transient=spec.transient,
                 retryable=spec.retryable,
+                ambiguous=spec.ambiguous,
             )
             for spec in cfg.tasks
         ]

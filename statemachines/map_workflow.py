@@ -35,7 +35,7 @@ from constructs import Construct
 from fanout_common.final_status import MAP_FAILURE_UPDATE_EXPRESSION
 from fanout_common.map_results import ITEMS_DEAD_LETTERED, RESULTS_PREFIX
 from statemachines.retry_policy import (
-    LAMBDA_TRANSIENT_ERRORS,
+    KIT_LAMBDA_RETRY_ERRORS,
     SFN_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
     RetrySettings,
@@ -300,7 +300,8 @@ def build_map_workflow(
         result_selector={"forwarded.$": "$.Payload.forwarded", "alreadyDeadLettered.$": "$.Payload.alreadyDeadLettered"},
         result_path="$.forwarding",
     )
-    forward.add_retry(**retry_props(status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    # A repeat sends the same items again: the DLQ is at-least-once (its consumers de-duplicate).
+    forward.add_retry(**retry_props(status_write_retry, KIT_LAMBDA_RETRY_ERRORS))
     within = (
         sfn.Choice(scope, "WithinFailureThreshold?")
         .when(sfn.Condition.number_less_than_equals("$.tally.unsuccessful", run.failure_threshold), update)

@@ -99,6 +99,7 @@ def _branch(
                 "retryPolicy": {
                     "retryableMaxAttempts": spec.retryable.max_attempts,
                     "transientMaxAttempts": spec.transient.max_attempts,
+                    "ambiguousMaxAttempts": spec.ambiguous.max_attempts,
                 },
             }
         ),

@@ -13,15 +13,33 @@ from typing import Any
 
 from statemachines.checks import ConfigError, whole_number
 
-# The Lambda service's own transient errors, as Step Functions names them.
+# The Lambda service's own transient errors, as Step Functions names them: the invoke failed before
+# (or instead of) running the function, so running it again is safe. The errors AWS's "Handle Lambda
+# service exceptions" (Step Functions guide) tells to retry, plus the throttle.
 LAMBDA_TRANSIENT_ERRORS = (
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
     "Lambda.ClientExecutionTimeoutException",
-    "Lambda.Unknown",
 )
+# Ambiguous outcomes: the function ran, perhaps did its work (charged the card), and then timed out,
+# ran out of memory or crashed. AWS: "Unhandled errors in Lambda are reported as Lambda.Unknown in the
+# error output. These include out-of-memory errors and function timeouts" (same page); the Lambda
+# runtime names them Sandbox.Timedout, Runtime.OutOfMemory and Runtime.ExitError; States.Timeout is the
+# task state's own timeout (the function's + the margin). Retried only as the ``ambiguous`` setting
+# says (default: never; at most MAX_AMBIGUOUS_ATTEMPTS), since a retry may do the work twice.
+AMBIGUOUS_ERRORS = (
+    "Lambda.Unknown",
+    "Sandbox.Timedout",
+    "Runtime.ExitError",
+    "Runtime.OutOfMemory",
+    "States.Timeout",
+)
+MAX_AMBIGUOUS_ATTEMPTS = 3
+# The kit's own Lambda steps (input check, UpdateFinalStatus, ForwardFailedItems) are idempotent:
+# they retry an ambiguous outcome like a transient error.
+KIT_LAMBDA_RETRY_ERRORS = LAMBDA_TRANSIENT_ERRORS + AMBIGUOUS_ERRORS
 SQS_TRANSIENT_ERRORS = ("SQS.SdkClientException", "SQS.AmazonSQSException", "States.Timeout")
 # AWS SDK integrations name errors ServiceName.ErrorName, both PascalCase ("Sfn.ThrottlingException");
 # Sfn.SfnException stands for the service's generic (5xx) errors.
@@ -88,6 +106,14 @@ class RetrySettings:
         if self.max_delay_seconds < self.interval_seconds:
             raise bad("maxDelaySeconds", "must be >= intervalSeconds", self.max_delay_seconds)
 
+    def check_ambiguous(self, where: str) -> None:
+        """An ``ambiguous`` policy retries a task that may have done its work: a few times at most."""
+        if self.max_attempts > MAX_AMBIGUOUS_ATTEMPTS:
+            raise RetryConfigError(
+                f"{where}.maxAttempts: at most {MAX_AMBIGUOUS_ATTEMPTS} (a timed-out, out-of-memory or "
+                f"crashed task may have done its work: retry it only if it is idempotent), got {self.max_attempts!r}"
+            )
+
     def with_overrides(self, raw: Any, where: str) -> RetrySettings:
         return RetrySettings.parse(raw, where, base=self)
 
@@ -111,6 +137,3 @@ class RetrySettings:
             "MaxDelaySeconds": self.max_delay_seconds,
             "JitterStrategy": "FULL",
         }
-
-
-

@@ -22,7 +22,13 @@ from fanout_common.final_status import (
     FAILURE_EXPRESSION_NAMES,
     SUCCEEDED,
 )
-from statemachines.retry_policy import DYNAMODB_TRANSIENT_ERRORS, LAMBDA_TRANSIENT_ERRORS, RetrySettings
+from statemachines.retry_policy import (
+    AMBIGUOUS_ERRORS,
+    DYNAMODB_TRANSIENT_ERRORS,
+    KIT_LAMBDA_RETRY_ERRORS,
+    LAMBDA_TRANSIENT_ERRORS,
+    RetrySettings,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class WorkflowTask:
     description: str
     transient: RetrySettings  # Lambda service errors
     retryable: RetrySettings  # the task raised RetryableTaskError
+    ambiguous: RetrySettings  # it timed out, ran out of memory or crashed (AMBIGUOUS_ERRORS)
 
 
 def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
@@ -89,9 +96,12 @@ def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict
 
 def add_task_retries(task: sfn.TaskStateBase, spec: WorkflowTask) -> None:
     """The Retry rules of a child task, first match wins: a non-retryable error is never retried
-    (MaxAttempts 0, stated explicitly), then the Lambda service's transient errors, then the
-    task's own retryable error, each with its configured backoff."""
+    (MaxAttempts 0, stated explicitly); an ambiguous outcome (timeout, out of memory, crash: the
+    work may be done) only as ``spec.ambiguous`` says (default 0: caught and dead-lettered); then
+    the Lambda service's transient errors, then the task's own retryable error, each with its
+    configured backoff."""
     task.add_retry(errors=[errors.NON_RETRYABLE], max_attempts=0)
+    task.add_retry(**retry_props(spec.ambiguous, AMBIGUOUS_ERRORS))
     task.add_retry(**retry_props(spec.transient, LAMBDA_TRANSIENT_ERRORS))
     task.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE]))
 
@@ -120,7 +130,8 @@ def finalize_or_fail(
         result_selector={"outcome.$": "$.Payload.outcome", "finalizedBy.$": "$.Payload.finalizedBy"},
         result_path="$.finalStatus",
     )
-    update.add_retry(**retry_props(status_write_retry, LAMBDA_TRANSIENT_ERRORS))
+    # Idempotent (a conditional write): an ambiguous outcome is retried too.
+    update.add_retry(**retry_props(status_write_retry, KIT_LAMBDA_RETRY_ERRORS))
     batch_failed = sfn.Fail(scope, "BatchFailed", error="BatchFailed", cause_path=failure_cause_path)
     record = tasks.DynamoUpdateItem(
         scope,
@@ -151,7 +162,9 @@ def input_check(
     scope: Construct, state_id: str, fn: lambda_.IFunction, *, retry: RetrySettings, comment: str
 ) -> tasks.LambdaInvoke:
     """A workflow's first state: the Lambda gets the execution input and name, returns the
-    normalized input (or fails the execution with a named error); retried on Lambda service errors."""
+    normalized input (or fails the execution with a named error); retried on Lambda service errors
+    and ambiguous outcomes (it only reads and checks; PrepareBatch's one write is keyed by the
+    execution)."""
     state = invoke(
         scope,
         state_id,
@@ -160,7 +173,7 @@ def input_check(
         comment=comment,
         output_path="$.Payload",
     )
-    state.add_retry(**retry_props(retry, LAMBDA_TRANSIENT_ERRORS))
+    state.add_retry(**retry_props(retry, KIT_LAMBDA_RETRY_ERRORS))
     return state
 
 

@@ -33,7 +33,7 @@ def test_demo_with_a_permanent_failure_exits_1_and_shows_the_dlq(capsys):
 
 def test_bad_fault_switch_exits_2_with_the_expected_form(capsys):
     assert main(["run", EXAMPLE, "--fail", "ChargePayment=sometimes"]) == 2
-    assert "expected TASK=transient:K, TASK=permanent, TASK=fatal or TASK=hang" in capsys.readouterr().err
+    assert "expected TASK=transient:K, TASK=permanent, TASK=fatal, TASK=timeout, TASK=oom or TASK=crash" in capsys.readouterr().err
 
 
 def test_malformed_input_file_is_named(tmp_path, capsys):

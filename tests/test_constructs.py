@@ -216,7 +216,7 @@ def test_distributed_map_fan_out_refuses_an_express_child_over_five_minutes_nami
         DistributedMapFanOut(stack, "Images", worker=FanOutTask("ResizeImages", user_function(stack, "ResizeFn", timeout=120)))
     message = str(err.value)
     assert "over the 300 s Express limit" in message
-    assert message.endswith("lower the worker function's timeout or retries.(transient|retryable|dlq_send).max_attempts / "
+    assert message.endswith("lower the worker function's timeout or retries.(transient|retryable|dlq_send|ambiguous).max_attempts / "
                             "max_delay_seconds, or set map.child_execution_type to STANDARD")
     # STANDARD children have no such limit
     DistributedMapFanOut(bare_stack("Other"), "Images", map=MapSettings(child_execution_type="STANDARD"),

@@ -115,7 +115,7 @@ BAD_RUNS = {
     "--env unknown": (["run", "examples/batch.json", "--env", "nope"], 2,
                       "unknown environment 'nope': pass --env with one of: dev, prod"),
     "--fail malformed": (["run", "examples/batch.json", "--fail", "ChargePayment=sometimes"], 2,
-                         "expected TASK=transient:K, TASK=permanent, TASK=fatal or TASK=hang"),
+                         "expected TASK=transient:K, TASK=permanent, TASK=fatal, TASK=timeout, TASK=oom or TASK=crash"),
     "--fail unknown task": (["run", "examples/batch.json", "--fail", "NoSuch=fatal"], 2,
                             "--fail NoSuch: no such task in the input"),
     "--fail on the map workflow": (["run", "examples/map-batch.json", "--workflow", "map", "--fail",

@@ -9,7 +9,7 @@ from fanout_common import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS, check_express_children
-from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
+from statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
 
@@ -64,6 +64,7 @@ def test_each_item_batch_has_retry_catch_dlq_then_fails(env):
         assert process["Resource"] == "arn:aws:states:::lambda:invoke"
         assert process["Retry"] == [
             {"ErrorEquals": [errors.NON_RETRYABLE], "MaxAttempts": 0},
+            cfg.map_worker.ambiguous.to_asl(AMBIGUOUS_ERRORS),
             cfg.map_worker.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
             cfg.map_worker.retryable.to_asl([errors.RETRYABLE]),
         ]

@@ -7,7 +7,7 @@ from fanout.local.template import resources_of_type
 from fanout_common import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
-from statemachines.retry_policy import LAMBDA_TRANSIENT_ERRORS
+from statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
 from statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
@@ -37,6 +37,7 @@ def test_each_task_has_its_configured_retry_and_a_catch_to_the_dlq(env):
         assert run["Resource"] == "arn:aws:states:::lambda:invoke"
         assert run["Retry"] == [
             {"ErrorEquals": [errors.NON_RETRYABLE], "MaxAttempts": 0},
+            task.ambiguous.to_asl(AMBIGUOUS_ERRORS),
             task.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
             task.retryable.to_asl([errors.RETRYABLE]),
         ]
@@ -44,7 +45,7 @@ def test_each_task_has_its_configured_retry_and_a_catch_to_the_dlq(env):
         assert run["Catch"] == [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": f"DeadLetter {task.name}"}
         ]
-    assert states["Run ChargePayment"]["Retry"][2]["MaxAttempts"] == 4  # the per-task override
+    assert states["Run ChargePayment"]["Retry"][3]["MaxAttempts"] == 4  # the per-task override
 
 
 def test_dlq_send_is_a_direct_retried_sqs_integration_with_full_context(env):

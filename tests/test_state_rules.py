@@ -77,3 +77,37 @@ def test_fail_states_use_only_the_intrinsics_aws_allows_there(synthesized, env_n
         for field in ("CausePath", "ErrorPath"):
             if field in state:
                 assert intrinsics_in(state[field]) <= FAIL_PATH_INTRINSICS, f"{path}.{field}: {state[field]}"
+
+
+KIT_LAMBDA_STEPS = {"ValidateInput", "PrepareBatch", "UpdateFinalStatus", "ForwardFailedItems"}
+
+
+@pytest.mark.parametrize("env_name", ENVIRONMENTS)
+@pytest.mark.parametrize("workflow", WORKFLOWS)
+def test_an_ambiguous_lambda_outcome_is_never_retried_as_a_transient_error(synthesized, env_name, workflow):
+    """AWS reports a function timeout, an out-of-memory error and a crashed runtime as Lambda.Unknown
+    (Step Functions guide, "Handle Lambda service exceptions"; the runtime's names: Sandbox.Timedout,
+    Runtime.OutOfMemory, Runtime.ExitError): the work may be done. A user task retries them only by
+    its own ``ambiguous`` Retrier (0 by default, at most MAX_AMBIGUOUS_ATTEMPTS), which comes before
+    the transient one; the kit's own idempotent steps retry them with their status-write policy."""
+    from statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS, MAX_AMBIGUOUS_ATTEMPTS
+
+    app = synthesized(env_name)
+    (asl,) = state_machine_definitions(app.template(workflow), app.region).values()
+    user_tasks = 0
+    for path, state in lambda_tasks(asl):
+        retriers = state["Retry"]
+        matched = [r for r in retriers if set(r["ErrorEquals"]) & set(AMBIGUOUS_ERRORS)]
+        assert len(matched) == 1, f"{path}: ambiguous errors in {len(matched)} Retriers"
+        assert set(matched[0]["ErrorEquals"]) >= set(AMBIGUOUS_ERRORS), path
+        if path.split("/")[-1] in KIT_LAMBDA_STEPS:
+            assert set(matched[0]["ErrorEquals"]) == set(AMBIGUOUS_ERRORS) | set(LAMBDA_TRANSIENT_ERRORS), path
+            continue
+        user_tasks += 1
+        assert matched[0]["ErrorEquals"] == list(AMBIGUOUS_ERRORS), path  # its own Retrier
+        assert matched[0]["MaxAttempts"] == 0, f"{path}: cdk.json retries ambiguous outcomes by default"
+        assert matched[0]["MaxAttempts"] <= MAX_AMBIGUOUS_ATTEMPTS
+        assert retriers.index(matched[0]) < min(
+            i for i, r in enumerate(retriers) if set(r["ErrorEquals"]) & set(LAMBDA_TRANSIENT_ERRORS)
+        ), path
+    assert user_tasks == (3 if workflow == "parallel" else 2)

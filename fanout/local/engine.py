@@ -61,7 +61,13 @@ from fanout.local.moto_fixes import (
     iterative_map_workers,
     serialized_dynamodb_writes,
 )
-from fanout.local.moto_lambda import LambdaRouter, LocalFunction, routed_lambdas
+from fanout.local.moto_lambda import (
+    RUNTIME_NAMES,
+    UNHANDLED_ERROR_NAMES,
+    LambdaRouter,
+    LocalFunction,
+    routed_lambdas,
+)
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS
 from fanout.local.template import (
     EXTERNAL_APP,
@@ -277,14 +283,20 @@ class LocalEngine:
         express_limit_seconds: float = EXPRESS_LIMIT_SECONDS,
         record_calls: bool = True,
         dynamodb_contention: Any | None = None,
+        unhandled_errors: str = RUNTIME_NAMES,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
-        values (each stack has its own status table) are deployed by separate engines."""
+        values (each stack has its own status table) are deployed by separate engines.
+        ``unhandled_errors``: how a function Lambda stopped (timeout, out of memory, crash) is
+        reported: "runtime" (Sandbox.Timedout, Runtime.OutOfMemory, Runtime.ExitError) or
+        "Lambda.Unknown" (the name the Step Functions guide documents for all of them)."""
+        if unhandled_errors not in UNHANDLED_ERROR_NAMES:
+            raise ValueError(f"unhandled_errors: one of {', '.join(UNHANDLED_ERROR_NAMES)}, got {unhandled_errors!r}")
         self.app = app
         self.workflows = workflows
         self.region = app.region
-        self.router = LambdaRouter(region=self.region, account=LOCAL_ACCOUNT)
+        self.router = LambdaRouter(region=self.region, account=LOCAL_ACCOUNT, unhandled_errors=unhandled_errors)
         self.retry_clock = RetryClock(sleep_retries)
         self.child_clock = ChildClock(express_limit_seconds)
         self.retry_clock.children = self.child_clock

@@ -39,13 +39,61 @@ _REPO_LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
 LAMBDAS_DIR = _REPO_LAMBDAS if _REPO_LAMBDAS.is_dir() else Path(__file__).resolve().parents[2] / "fanout_kit" / "lambdas"
 
 
-class FunctionTimedOut(BaseException):
+class FunctionStopped(BaseException):
+    """Lambda stopped the function mid-invocation (BaseException, so the handler's own
+    ``except Exception`` cannot swallow it). ``error_type``: the Lambda runtime's name for it."""
+
+    error_type = "Runtime.ExitError"
+
+    def message(self, fn: "LocalFunction") -> str:
+        return "Runtime exited with error: exit status 1"
+
+
+class FunctionTimedOut(FunctionStopped):
     """Raised by the local stand-in of ``fanout_common.worker.hang``: the function runs until its
-    timeout (BaseException, so the handler's own ``except Exception`` cannot swallow it)."""
+    timeout ("Task timed out after N seconds", error type Sandbox.Timedout in Lambda's
+    troubleshooting guide)."""
+
+    error_type = "Sandbox.Timedout"
+
+    def message(self, fn: "LocalFunction") -> str:
+        return f"Task timed out after {fn.timeout_s:.2f} seconds"
+
+
+class FunctionOutOfMemory(FunctionStopped):
+    """The stand-in of ``fanout_common.worker.exhaust_memory``: the function outgrew its memory size."""
+
+    error_type = "Runtime.OutOfMemory"
+
+    def message(self, fn: "LocalFunction") -> str:
+        return f"Runtime exited with error: signal: killed (memory size {fn.memory_mb} MB)"
+
+
+class RuntimeCrashed(FunctionStopped):
+    """The stand-in of ``fanout_common.worker.crash``: the runtime process exited."""
+
+
+# How Step Functions names an unhandled Lambda error in the task's error output. AWS's Step
+# Functions guide ("Handle Lambda service exceptions"): "Unhandled errors in Lambda are reported as
+# Lambda.Unknown ... These include out-of-memory errors and function timeouts"; the Lambda runtime's
+# own names (Sandbox.Timedout, Runtime.OutOfMemory, Runtime.ExitError) are what the function's error
+# payload carries. The engine reports either (``LocalEngine(unhandled_errors=...)``), so a test can
+# show that the Retry rules treat both the same.
+RUNTIME_NAMES = "runtime"
+DOCUMENTED_NAME = "Lambda.Unknown"
+UNHANDLED_ERROR_NAMES = (RUNTIME_NAMES, DOCUMENTED_NAME)
 
 
 def _local_hang(seconds: float) -> None:
     raise FunctionTimedOut(seconds)
+
+
+def _local_exhaust_memory() -> None:
+    raise FunctionOutOfMemory()
+
+
+def _local_crash() -> None:
+    raise RuntimeCrashed()
 
 
 _ASSET_IMPORT = threading.Lock()  # Parallel branches invoke at once: one of them loads the module
@@ -81,7 +129,7 @@ class NonRetryableTaskError(Exception):
 @dataclass(frozen=True)
 class InjectedFault:
     """A fault of a user's function injected by the engine, without touching its code: ``mode``
-    transient (its first ``times`` attempts), permanent, fatal or hang."""
+    transient (its first ``times`` attempts), permanent, fatal, timeout (or hang), oom or crash."""
 
     mode: str
     times: int = 1
@@ -103,8 +151,12 @@ def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseEx
     if fault is None:
         return None
     where = f"{where} (attempt {attempt + 1})"
-    if fault.mode == "hang":
+    if fault.mode in ("timeout", "hang"):
         return FunctionTimedOut(0)
+    if fault.mode == "oom":
+        return FunctionOutOfMemory()
+    if fault.mode == "crash":
+        return RuntimeCrashed()
     if fault.mode == "fatal":
         return NonRetryableTaskError(f"injected non-retryable failure of {where}")
     if fault.mode == "permanent":
@@ -177,6 +229,9 @@ class LambdaRouter:
     # task name -> InjectedFault, Map item index -> InjectedFault
     task_faults: dict[str, InjectedFault] = field(default_factory=dict)
     item_faults: dict[int, InjectedFault] = field(default_factory=dict)
+    # the error name of a function Lambda stopped (timeout, out of memory, crash): RUNTIME_NAMES
+    # (Sandbox.Timedout, ...) or DOCUMENTED_NAME (Lambda.Unknown for all three)
+    unhandled_errors: str = RUNTIME_NAMES
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, fn: LocalFunction) -> None:
@@ -224,18 +279,17 @@ class LambdaRouter:
             result = self._handler(fn)(event, context)
             error_type = None
             payload = json.dumps(result)
-        except FunctionTimedOut:
-            # What Lambda answers when a function outlives its timeout ("Task timed out after N
-            # seconds", error type Sandbox.Timedout in Lambda's troubleshooting guide). No real
-            # waiting: the Express child's clock is charged the function's timeout instead.
-            if self.on_hang:
+        except FunctionStopped as stopped:
+            # What Lambda answers when it stops a function (timeout, out of memory, runtime exit).
+            # No real waiting for a timeout: the Express child's clock is charged the function's
+            # timeout instead.
+            if isinstance(stopped, FunctionTimedOut) and self.on_hang:
                 self.on_hang(event, float(fn.timeout_s))
-            began -= float(fn.timeout_s)  # Lambda bills a timed-out invocation to its timeout
-            error_type = "Sandbox.Timedout"
+            if isinstance(stopped, FunctionTimedOut):
+                began -= float(fn.timeout_s)  # Lambda bills a timed-out invocation to its timeout
+            error_type = stopped.error_type if self.unhandled_errors == RUNTIME_NAMES else DOCUMENTED_NAME
             response_headers["x-amz-function-error"] = "Unhandled"
-            payload = json.dumps(
-                {"errorType": error_type, "errorMessage": f"Task timed out after {fn.timeout_s:.2f} seconds"}
-            )
+            payload = json.dumps({"errorType": error_type, "errorMessage": stopped.message(fn)})
         except Exception as exc:  # the runtime reports any unhandled exception this way
             error_type = type(exc).__name__
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -305,13 +359,16 @@ class routed_lambdas:
         LambdaSimpleBackend.invoke = _routed_invoke
         _ACTIVE.append(self.router)
         self._worker = _worker_module()
-        self._hang = self._worker.hang
+        self._saved = {name: getattr(self._worker, name) for name in ("hang", "exhaust_memory", "crash")}
         self._worker.hang = _local_hang
+        self._worker.exhaust_memory = _local_exhaust_memory
+        self._worker.crash = _local_crash
         return self.router
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self.router)
-        self._worker.hang = self._hang
+        for name, original in self._saved.items():
+            setattr(self._worker, name, original)
         if not _ACTIVE:
             LambdaSimpleBackend.invoke = _ORIGINAL_INVOKE
 

@@ -4,4 +4,8 @@ A task's input (or a Map item) carrying ``{"simulateFailure": {"mode": MODE, "ti
 on purpose: ``fanout_common.worker.raise_simulated_failure`` reads it."""
 
 SIMULATE_KEY = "simulateFailure"
-MODES = ("transient", "permanent", "fatal", "hang")
+MODES = ("transient", "permanent", "fatal", "timeout", "oom", "crash", "hang")
+# The modes whose outcome is ambiguous (the function ran, then Lambda stopped it): AWS reports them
+# as Lambda.Unknown, or by the runtime's names Sandbox.Timedout / Runtime.OutOfMemory /
+# Runtime.ExitError. "hang" is the older name of "timeout".
+AMBIGUOUS_MODES = ("timeout", "oom", "crash", "hang")

@@ -13,6 +13,7 @@ go straight to the dead-letter queue, anything else is treated as not retryable 
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,9 +30,24 @@ HANG_SECONDS = 900  # Lambda's maximum timeout: a "hang" outlives any function's
 
 
 def hang(seconds: float) -> None:
-    """Mode "hang": keep running until Lambda stops the function at its timeout (AWS then reports
-    ``Sandbox.Timedout``). The local engine replaces this with its simulated clock."""
+    """Mode "timeout" (or "hang"): keep running until Lambda stops the function at its timeout (AWS
+    then reports ``Sandbox.Timedout``, or ``Lambda.Unknown``). The local engine replaces this with its
+    simulated clock."""
     time.sleep(seconds)
+
+
+def exhaust_memory() -> None:
+    """Mode "oom": allocate until Lambda stops the function at its memory size (AWS then reports
+    ``Runtime.OutOfMemory``, or ``Lambda.Unknown``). The local engine replaces this."""
+    hoard = []
+    while True:
+        hoard.append(bytearray(64 * 1024 * 1024))
+
+
+def crash() -> None:
+    """Mode "crash": the runtime process exits mid-invocation (AWS then reports
+    ``Runtime.ExitError``, or ``Lambda.Unknown``). The local engine replaces this."""
+    os._exit(1)
 
 
 @dataclass(frozen=True)
@@ -64,7 +80,8 @@ def raise_simulated_failure(event: TaskEvent) -> None:
     ``"simulateFailure": {"mode": "transient", "times": 2}`` fails the first 2 attempts with a
     retryable error; ``{"mode": "permanent"}`` fails every attempt (retries exhaust, DLQ);
     ``{"mode": "fatal"}`` fails with a non-retryable error (no retry, DLQ);
-    ``{"mode": "hang"}`` runs past the function's timeout on every attempt.
+    ``{"mode": "timeout"}`` (or ``"hang"``) runs past the function's timeout on every attempt;
+    ``{"mode": "oom"}`` runs out of memory, ``{"mode": "crash"}`` exits the runtime, every attempt.
     """
     spec = event.payload.get(SIMULATE_KEY)
     if not spec:
@@ -73,8 +90,12 @@ def raise_simulated_failure(event: TaskEvent) -> None:
         modes = "|".join(f'"{m}"' for m in MODES)
         raise NonRetryableTaskError(f'input.{SIMULATE_KEY} must be {{"mode": {modes}, "times": N}}, got {spec!r}')
     mode = spec["mode"]
-    if mode == "hang":
+    if mode in ("timeout", "hang"):
         hang(HANG_SECONDS)
+    if mode == "oom":
+        exhaust_memory()
+    if mode == "crash":
+        crash()
     where = f"{event.task} (attempt {event.attempt + 1})"
     if mode == "fatal":
         raise NonRetryableTaskError(f"simulated non-retryable failure of {where}")
