@@ -86,9 +86,10 @@ def test_parallel_fan_out_alone_runs_the_users_functions_with_per_task_retries()
     asl = definition(template)
     branches = asl["States"]["RunTasks"]["Branches"]
     retries = {b["StartAt"]: b["States"][f"Run {b['StartAt'][4:-1]}"]["Retry"] for b in branches}
-    charge_retryable = retries["Run Charge?"][2]
+    charge_retryable = retries["Run Charge?"][3]
     assert charge_retryable["ErrorEquals"] == ["RetryableTaskError"] and charge_retryable["MaxAttempts"] == 2
-    assert retries["Run Notify?"][2]["MaxAttempts"] == WorkflowRetries().retryable.max_attempts
+    assert retries["Run Notify?"][3]["MaxAttempts"] == WorkflowRetries().retryable.max_attempts
+    assert retries["Run Notify?"][1]["MaxAttempts"] == 0  # ambiguous: timeouts, crashes not retried
     # read-only attributes
     assert fanout.alarm_topic is not None and fanout.state_machine and fanout.status_table and fanout.dead_letter_queue
     template.resource_count_is("AWS::SNS::Topic", 1)
