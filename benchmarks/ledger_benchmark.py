@@ -4,8 +4,16 @@ writers, the DynamoDB contention model off and on, and the counter unsharded (K=
 (K=4, 16): the real ``Ledger`` class in every variant.
 
     .venv/bin/python benchmarks/ledger_benchmark.py [--children 300] [--json] [--window-ms 3]
+    .venv/bin/python benchmarks/ledger_benchmark.py --stress [--json] [--legacy]
 
 ``--json`` prints one JSON object per variant per line; otherwise a table.
+
+``--stress`` (fanout/local/ledger_stress.py): 500 concurrent invocations drain one batch of 1,000
+children, each delivered once, immediate redelivery, maxReceiveCount 3, a 15 ms in-flight window,
+with 1 and 8 counter shards; per shard count it prints ``finalized`` (must be exactly 1),
+``false_failures`` (children counted FAILED although their work succeeded: must be 0),
+``work_reruns``, ``requests_per_child`` and ``wall_s``, and exits 1 if either rule is broken.
+``--legacy`` runs the consumers' path before the work record (the old code's figures).
 
 What the figures mean:
 
@@ -36,7 +44,6 @@ import argparse
 import json
 import logging
 import os
-import threading
 import time
 import uuid
 from collections import Counter
@@ -51,6 +58,7 @@ for key, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench
 
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
+from moto import mock_aws  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
 from fanout.local.dynamodb_contention import (  # noqa: E402
@@ -59,38 +67,11 @@ from fanout.local.dynamodb_contention import (  # noqa: E402
     dynamodb_contention,
     modelled_batch_ceiling,
 )
+from fanout.local.ledger_stress import RequestCounter, stress  # noqa: E402
 from fanout.local.moto_fixes import serialized_dynamodb_writes  # noqa: E402
 from fanout_common.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
 
 PARTITION_RCU_PER_SECOND = 3000
-
-
-class RequestCounter:
-    """Counts DynamoDB API calls by operation and the conflicts DynamoDB answered (botocore hooks)."""
-
-    def __init__(self, client: Any) -> None:
-        self.counts: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        client.meta.events.register("before-call.dynamodb", self.before)
-        client.meta.events.register("after-call.dynamodb", self.after)
-
-    def before(self, model: Any, **_: Any) -> None:
-        with self.lock:
-            self.counts[model.name] += 1
-
-    def after(self, http_response: Any, parsed: dict, model: Any, **_: Any) -> None:
-        code = parsed.get("Error", {}).get("Code", "")
-        reasons = {r.get("Code") for r in parsed.get("CancellationReasons") or []}
-        if code == "TransactionConflictException" or (
-            code == "TransactionCanceledException" and "TransactionConflict" in reasons
-        ):
-            with self.lock:
-                self.counts["#conflicts"] += 1
-
-    def take(self) -> Counter[str]:
-        with self.lock:
-            counts, self.counts = self.counts, Counter()
-        return counts
 
 
 def create_table(client: Any) -> str:
@@ -168,14 +149,69 @@ def run(client: Any, counter: RequestCounter, *, writers: int, children: int, sh
     }
 
 
+STRESS_FIELDS = ("code", "shards", "invocations", "children", "max_receive_count", "window_ms", "finalized",
+                 "false_failures", "status", "succeeded", "failed", "work_runs", "work_reruns", "deliveries",
+                 "redelivered", "dead_lettered", "dlq_deliveries", "stuck", "other_errors",
+                 "transaction_conflicts", "requests_per_child", "wall_s", "by_op")
+
+
+def run_stress(args: argparse.Namespace) -> int:
+    """The --stress variant (see the module docstring); exit 1 unless every run finalized exactly
+    once with no false failure."""
+    from fanout_common.observability import logger
+
+    logger.setLevel("ERROR")  # no log line per child
+    invocations = args.invocations
+    rows = []
+    # In-process moto (mock_aws), not the server: 500 concurrent keep-alive connections overflow
+    # the emulator server's accept backlog (connection resets that DynamoDB would not produce).
+    with mock_aws(), serialized_dynamodb_writes():
+        client = boto3.client("dynamodb", region_name="eu-west-1",
+                              config=Config(max_pool_connections=invocations + 16, retries={"mode": "standard"}))
+        counter = RequestCounter(client)
+        for shards in (1, 8):
+            result = stress(client, invocations=invocations, children=args.stress_children, shards=shards,
+                            window=args.stress_window_ms / 1000, max_receive_count=args.max_receive_count,
+                            legacy=args.legacy, counter=counter)
+            row = {k: result.to_dict()[k] for k in STRESS_FIELDS}
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row), flush=True)
+    if not args.json:
+        print(f"\nstress ({'legacy: before the work record' if args.legacy else 'work record'}): {invocations} "
+              f"invocations, {args.stress_children} children, maxReceiveCount {args.max_receive_count}, "
+              f"{args.stress_window_ms:g} ms in flight, moto in process, {os.cpu_count()} CPU(s)\n")
+        header = (f"{'K':>3}{'finalized':>11}{'false_fail':>12}{'status':>11}{'reruns':>8}{'redeliv.':>10}"
+                  f"{'DLQ':>6}{'conflicts':>11}{'req/child':>11}{'wall s':>9}")
+        print(header)
+        print("-" * len(header))
+        for r in rows:
+            print(f"{r['shards']:>3}{r['finalized']:>11}{r['false_failures']:>12}{str(r['status']):>11}"
+                  f"{r['work_reruns']:>8}{r['redelivered']:>10}{r['dead_lettered']:>6}"
+                  f"{r['transaction_conflicts']:>11}{r['requests_per_child']:>11.2f}{r['wall_s']:>9.1f}")
+    return 0 if all(r["finalized"] == 1 and r["false_failures"] == 0 for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="completion-ledger benchmark (moto over HTTP)")
     parser.add_argument("--children", type=int, default=300)
     parser.add_argument("--window-ms", type=float, default=3.0,
                         help="contention model: how long a transaction holds its items (default 3)")
     parser.add_argument("--json", action="store_true", help="one JSON object per variant per line")
+    stress_group = parser.add_argument_group("--stress")
+    stress_group.add_argument("--stress", action="store_true",
+                              help="500 invocations, 1,000 children, immediate redelivery, maxReceiveCount 3")
+    stress_group.add_argument("--legacy", action="store_true", help="--stress with the path before the work record")
+    stress_group.add_argument("--invocations", type=int, default=500)
+    stress_group.add_argument("--stress-children", type=int, default=1000)
+    stress_group.add_argument("--stress-window-ms", type=float, default=15.0)
+    stress_group.add_argument("--max-receive-count", type=int, default=3)
     args = parser.parse_args(argv)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log line per request
+    if args.legacy and not args.stress:
+        parser.error("--legacy: only with --stress")
+    if args.stress:
+        return run_stress(args)
     with serialized_dynamodb_writes():  # atomic writes in the emulator; requests stay concurrent
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         server.start()

@@ -523,8 +523,9 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions, *,
     # producer SendMessageBatch, the event source's ReceiveMessage and DeleteMessageBatch
     usage.sqs_requests += math.ceil(items / SQS_BATCH_MAX) + 2 * invocations
     if ledger:
-        # per child: TransactWriteItems of the mark and the counter, 2 write units each (transactional)
-        usage.dynamodb_write_units += 4 * items
+        # per child: TransactWriteItems of the mark and the counter, 2 write units each (transactional),
+        # and the work record's claim and outcome (fanout_common.ledger_work), 1 write unit each
+        usage.dynamodb_write_units += (4 + 2) * items
         # per child: the decision check, strongly consistent: GetItem (1) or BatchGetItem of K shards + batch
         usage.dynamodb_read_units += items * (1 if shards <= 1 else shards + 1)
         # per batch: register_batch, the verdict's conditional write, and UpdateFinalStatus
@@ -539,7 +540,9 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions, *,
         usage.add_lambda(consumer.architecture, p_fail * items * (receives - 1) * billed * consumer.gb / batch_size,
                          requests=p_fail * items * (receives - 1) / batch_size)
         usage.sqs_requests += p_fail * items * (receives - 1) * 2 / batch_size + p_fail * items * 3
-        usage.dynamodb_write_units += p_fail * items * 4 if ledger else 0
+        # the failure counted once (4), each further receive's claim and FAILED outcome (2), the
+        # DLQ recorder's settling write on the work record (1)
+        usage.dynamodb_write_units += p_fail * items * (4 + 2 * (receives - 1) + 1) if ledger else 0
     if not ledger:
         return Estimate("sqs-per-item", items, usage, [
             f"one SQS message and one Lambda invocation per item ({consumer.memory_mb} MB "
@@ -547,8 +550,8 @@ def _estimate_ledger(template: Mapping[str, Any], items: int, a: Assumptions, *,
     facts = [
         f"SQS consumer: {batch_size} messages per invocation (event source BatchSize), "
         f"{consumer.memory_mb} MB {consumer.architecture}: {invocations} invocation(s)",
-        f"ledger: {shards} counter shard(s); per child one TransactWriteItems (mark + counter) and one "
-        "strongly consistent decision read",
+        f"ledger: {shards} counter shard(s); per child one TransactWriteItems (mark + counter), two writes "
+        "of its work record (claim, outcome) and one strongly consistent decision read",
         "not counted: empty ReceiveMessage polls of idle queues, the sweeper's schedule (per hour, not per batch)",
     ]
     return Estimate("ledger", items, usage, facts, a, {"batch_size": batch_size, "counter_shards": shards})

@@ -197,3 +197,13 @@ def test_a_transaction_cancelled_by_its_condition_holds_nothing(client):
         assert model.held() == set()
         client.put_item(TableName="t", Item={**META, "n": {"N": "7"}})  # not held: no conflict
     assert _n(client) == 7
+
+
+def test_a_window_range_draws_each_transaction_s_time_in_flight(client):
+    waited: list[float] = []
+    with dynamodb_contention(window_seconds=(0.010, 0.015), sleep=waited.append):
+        for child in "123456":
+            _count(client, child)
+    assert len(waited) == 6 and all(0.010 <= w <= 0.015 for w in waited) and len(set(waited)) > 1
+    with pytest.raises(ValueError, match="low <= high"):
+        ContentionModel(window_seconds=(0.015, 0.010))

@@ -26,8 +26,9 @@ the TransactionCanceledException / TransactionConflictException API reference, "
 
 What it simplifies, on purpose:
 
-* "Ongoing" is a fixed window: a transaction holds its items for ``window_seconds`` after it is
-  applied (conflicts are decided at apply time, inside the emulator's serialization lock, so time
+* "Ongoing" is a window: a transaction holds its items for ``window_seconds`` after it is applied
+  (a number: fixed; a pair ``(low, high)``: drawn uniformly per transaction, e.g. (0.010, 0.015)
+  for 10-15 ms) (conflicts are decided at apply time, inside the emulator's serialization lock, so time
   spent queued for that lock does not count as in flight), then releases them (a real transaction's duration varies; a fixed window makes the
   local runs repeatable in spirit and lets a test choose how hot the race is). The caller waits
   the window (its latency), outside the emulator's serialization lock, so other writers run and
@@ -48,6 +49,7 @@ What it simplifies, on purpose:
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import Counter, defaultdict, deque
@@ -125,13 +127,15 @@ class ContentionModel:
     def __init__(
         self,
         *,
-        window_seconds: float = DEFAULT_WINDOW_SECONDS,
+        window_seconds: float | tuple[float, float] = DEFAULT_WINDOW_SECONDS,
         wcu_per_key_per_second: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if window_seconds < 0:
-            raise ValueError(f"window_seconds must be >= 0, got {window_seconds}")
+        low, high = window_seconds if isinstance(window_seconds, tuple) else (window_seconds, window_seconds)
+        if low < 0 or high < low:
+            raise ValueError(f"window_seconds must be >= 0 (or a pair low <= high), got {window_seconds}")
+        self.window_range = (low, high)
         if wcu_per_key_per_second is not None and wcu_per_key_per_second <= 0:
             raise ValueError(f"wcu_per_key_per_second must be > 0, got {wcu_per_key_per_second}")
         self.window_seconds = window_seconds
@@ -145,6 +149,11 @@ class ContentionModel:
         self._lock = threading.RLock()  # re-entered when a cancelled transaction releases its holds
         self._token = 0
         self._applying = threading.local()  # moto applies a transaction through put_item/update_item
+
+    def window(self) -> float:
+        """How long the next transaction stays in flight."""
+        low, high = self.window_range
+        return low if low == high else random.uniform(low, high)
 
     # ------------------------------------------------------------- capacity
     def _over_ceiling(self, costs: dict[tuple[str, str], int]) -> set[tuple[str, str]]:
@@ -228,8 +237,9 @@ class ContentionModel:
                     model._release(mine, token)  # cancelled (a condition failed): nothing in flight
                     raise
             try:
-                if model.window_seconds:
-                    model.sleep(model.window_seconds)  # in flight: the items stay held
+                window = model.window()
+                if window:
+                    model.sleep(window)  # in flight: the items stay held
             finally:
                 model._release(mine, token)
             return result

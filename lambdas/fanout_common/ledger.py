@@ -265,7 +265,7 @@ def _s(value: str) -> dict[str, str]:
 
 
 def _code(exc: Exception) -> str:
-    return getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+    return (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")  # None: no answer
 
 
 def _valid_total(total: Any, where: str) -> int:
