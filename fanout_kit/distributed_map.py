@@ -17,7 +17,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from fanout_common.manifest import MANIFEST_PREFIX
+from fanout_common.manifest import MANIFEST_PREFIX, MAX_MANIFEST_BYTES, MAX_MANIFEST_ITEMS
 from fanout_common.map_results import RESULTS_PREFIX
 from fanout_kit.batch_data_bucket import BatchDataBucket
 from fanout_kit.functions import KitFunction
@@ -34,6 +34,27 @@ from fanout_kit.settings import (
 from fanout_kit.workflow import FanOutWorkflow
 from statemachines.express_budget import check_express_children
 from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
+
+# PrepareBatch checks every item of a manifest up to the documented maximum (MAX_MANIFEST_ITEMS,
+# MAX_MANIFEST_BYTES); its memory buys CPU (AWS: one vCPU at 1,769 MB, proportionally less below).
+# benchmarks/prepare_batch_benchmark.py, CPU time on one core: ~4.7 s per million small items
+# (JSON, 64 bytes each; CSV 4.3 s), i.e. ~32 s per million at 256 MB; content costs at most
+# ~0.06 s per MiB (arrays of small numbers, the costliest JSON per byte measured). The worst case,
+# 10 million items in 1 GiB, is ~111 s of CPU: ~770 s at 256 MB (over the old 300 s timeout),
+# ~192 s at 1,024 MB, run with a 600 s timeout (a factor 3 over the estimate).
+PREPARE_MEMORY_MB = 1024
+PREPARE_TIMEOUT_SECONDS = 600
+PREPARE_CPU_SECONDS_PER_ITEM = 5e-6
+PREPARE_CPU_SECONDS_PER_MIB = 0.06
+PREPARE_SAFETY = 2.0  # the timeout must leave at least this factor over the estimate
+LAMBDA_VCPU_MB = 1769
+
+
+def prepare_worst_case_seconds(memory_mb: int) -> float:
+    """PrepareBatch's estimated time for the largest manifest it accepts, at ``memory_mb``."""
+    cpu = MAX_MANIFEST_ITEMS * PREPARE_CPU_SECONDS_PER_ITEM + MAX_MANIFEST_BYTES / 2**20 * PREPARE_CPU_SECONDS_PER_MIB
+    return cpu * LAMBDA_VCPU_MB / min(memory_mb, LAMBDA_VCPU_MB)
+
 
 EXPRESS_BUDGET_FIX = (
     "lower the worker function's timeout or retries.(transient|retryable|dlq_send|ambiguous).max_attempts / "
@@ -100,7 +121,8 @@ class DistributedMapFanOut(FanOutWorkflow):
                 "MAX_ITEM_BYTES": str(map.max_item_bytes),
                 "MAX_INLINE_ITEMS": str(map.max_inline_items),
             },
-            timeout_seconds=300,
+            timeout_seconds=PREPARE_TIMEOUT_SECONDS,
+            memory_mb=PREPARE_MEMORY_MB,
         ).function
         self.forward_failed_items = KitFunction(
             self,

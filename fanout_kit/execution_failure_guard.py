@@ -9,23 +9,32 @@ rerun" the steps that succeeded
 (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html). An execution that
 fails *at* UpdateFinalStatus is therefore finalized by the console's Redrive button with no task
 re-run; a Catch leading to a Fail state would make that Fail state the step a redrive re-runs.
+
+Nothing is lost on the way: the rule target's dead-letter queue keeps an event EventBridge could
+not deliver, and the function's on-failure destination keeps one it could not record (both the
+workflow's DLQ, which alarms); the handler records and dead-letters each event once however often
+it is delivered.
 """
 
 from __future__ import annotations
 
+from aws_cdk import Duration, Fn, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from fanout_kit.settings import ResourceSettings
 from fanout_kit.functions import KitFunction
+from fanout_kit.nag import acknowledge_failure_guard
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
+ASYNC_RETRY_ATTEMPTS = 2  # Lambda's own retries of a failed asynchronous invocation (its maximum)
 
 
 class ExecutionFailureGuard(Construct):
@@ -54,11 +63,28 @@ class ExecutionFailureGuard(Construct):
             },
             timeout_seconds=30,
         ).function
-        # The conditional FAILED write on this table, and the DLQ send: nothing else.
+        # The conditional FAILED write on this table, the DLQ send, and DescribeExecution of this
+        # state machine's executions (an event without input): nothing else.
         self.function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[status_table.table_arn])
         )
         self.function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[dlq.queue_arn]))
+        stack = Stack.of(self)
+        name = Fn.select(6, Fn.split(":", state_machine.state_machine_arn))
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution"],
+                resources=[f"arn:{stack.partition}:states:{stack.region}:{stack.account}:execution:{name}:*"],
+            )
+        )
+        acknowledge_failure_guard(stack, self.function, state_machine)
+        # An event the function could not record, after Lambda's own retries of the asynchronous
+        # invocation, goes to the DLQ as an invocation record (its requestPayload is the event).
+        self.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(dlq),
+            retry_attempts=ASYNC_RETRY_ATTEMPTS,
+            max_event_age=Duration.hours(6),
+        )
         self.rule = events.Rule(
             self,
             "Rule",
@@ -68,6 +94,15 @@ class ExecutionFailureGuard(Construct):
                 detail_type=[DETAIL_TYPE],
                 detail={"stateMachineArn": [state_machine.state_machine_arn], "status": WATCHED_STATUSES},
             ),
-            # EventBridge retries a failed Lambda delivery (up to 24 h / 185 attempts by default).
-            targets=[targets.LambdaFunction(self.function)],
+            # EventBridge retries a failed delivery (throttled, unreachable) for up to 24 h / 185
+            # attempts, then sends the event to the target's dead-letter queue (CDK adds the queue
+            # policy that lets this rule send: events.amazonaws.com, aws:SourceArn = the rule).
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    dead_letter_queue=dlq,
+                    retry_attempts=185,
+                    max_event_age=Duration.hours(24),
+                )
+            ],
         )

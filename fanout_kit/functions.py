@@ -52,6 +52,7 @@ class KitFunction(Construct):
         service: str,
         environment: dict[str, str] | None = None,
         timeout_seconds: int | None = None,
+        memory_mb: int = 256,
         reserved_concurrency: int | None = None,
         code: lambda_.Code | None = None,
     ) -> None:
@@ -82,7 +83,7 @@ class KitFunction(Construct):
             architecture=lambda_.Architecture.X86_64,
             handler=handler,
             code=code or lambda_.Code.from_asset(str(KIT_ASSET), exclude=ASSET_EXCLUDES),
-            memory_size=256,
+            memory_size=memory_mb,
             timeout=Duration.seconds(timeout_seconds or settings.function_timeout_seconds),
             tracing=lambda_.Tracing.ACTIVE,
             role=self.role,

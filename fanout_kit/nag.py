@@ -137,3 +137,20 @@ def acknowledge_ledger_queue(queue: IConstruct, purpose: str) -> None:
         f"This queue is {purpose}; a message it cannot record stays here (14 days) and raises the "
         "queue's depth and age alarms instead of moving to yet another queue",
     )
+
+
+def acknowledge_failure_guard(stack: Stack, function: IConstruct, state_machine: IConstruct) -> None:
+    """The failure guard may describe this state machine's executions (their names are the
+    callers'): it reads the input of an execution whose event carried none, for its batch id."""
+    sm_ref = stack.resolve(stack.get_logical_id(state_machine.node.default_child))
+    execution = (
+        f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:execution:'
+        f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
+    )
+    acknowledge(
+        function,
+        "IAM5",
+        "states:DescribeExecution on this state machine's executions only (names chosen by the "
+        "callers): the failure guard reads the input of an execution whose event carried none",
+        finding=f"Resource::{execution}:*",
+    )

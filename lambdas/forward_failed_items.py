@@ -1,17 +1,21 @@
 """ForwardFailedItems: after a map run that counted unsuccessful items, send the items of every
 child that never reached its own DLQ step (stopped by a timeout or an abort, or whose DLQ send
 failed) from the map run's ResultWriter files to the dead-letter queue, with their context.
+The result files are streamed one child entry at a time: memory holds one entry and at most ten
+pending messages, whatever the number of failed items.
 Children that dead-lettered their own items are only counted. At-least-once: a retry of this step
 may send a message twice; the redrive merges items by index."""
 
 import functools
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanout_common.json_stream import READ_CHUNK_BYTES
 from fanout_common.map_results import already_dead_lettered, child_items, dead_letter_messages, unsuccessful_entries
 from fanout_common.observability import logger, tracer
 
@@ -39,16 +43,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     details = event["resultWriterDetails"]
     s3, sqs = _clients()
 
-    def read_json(key: str) -> Any:
+    def read_json(key: str) -> Any:  # the run's manifest.json: a short list of result files
         return json.loads(s3.get_object(Bucket=details["Bucket"], Key=key)["Body"].read())
+
+    def read_chunks(key: str) -> Iterator[bytes]:  # a result file: streamed, never read whole
+        return s3.get_object(Bucket=details["Bucket"], Key=key)["Body"].iter_chunks(chunk_size=READ_CHUNK_BYTES)
 
     forwarded = counted = 0
     pending: list[str] = []
     size = 0
-    for entries in unsuccessful_entries(read_json, details["Key"]):
-        counted += sum(len(child_items(e)) for e in entries if already_dead_lettered(e))
+    for entry in unsuccessful_entries(read_json, read_chunks, details["Key"]):
+        if already_dead_lettered(entry):
+            counted += len(child_items(entry))
+            continue
         for message in dead_letter_messages(
-            entries, batch_id=batch_id, task=os.environ["TASK_NAME"], execution_arn=event["executionArn"]
+            [entry], batch_id=batch_id, task=os.environ["TASK_NAME"], execution_arn=event["executionArn"]
         ):
             body = json.dumps(message, separators=(",", ":"))
             if pending and (len(pending) == 10 or size + len(body) > MAX_BATCH_BYTES):

@@ -14,10 +14,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_common.errors import InvalidInput
 from fanout_common.manifest import (
+    MAX_MANIFEST_BYTES,
     READ_CHUNK_BYTES,
     InvalidManifest,
     count_items,
     iter_manifest,
+    too_large,
     validate_map_input,
 )
 from fanout_common.observability import logger, tracer
@@ -31,11 +33,15 @@ def _s3() -> Any:
 def _manifest_chunks(bucket: str, key: str, where: str) -> Iterator[bytes]:
     s3 = _s3()
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        response = s3.get_object(Bucket=bucket, Key=key)
     except s3.exceptions.NoSuchKey:
         # (S3 answers NoSuchKey, not AccessDenied, because the role may list manifests/.)
         raise InvalidManifest(f"{where}: not found; upload it first") from None
-    return body.iter_chunks(chunk_size=READ_CHUNK_BYTES)
+    size = response.get("ContentLength", 0)
+    if size > MAX_MANIFEST_BYTES:
+        response["Body"].close()
+        raise too_large(where, size, MAX_MANIFEST_BYTES)
+    return response["Body"].iter_chunks(chunk_size=READ_CHUNK_BYTES)
 
 
 @tracer.capture_lambda_handler

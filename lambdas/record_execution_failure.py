@@ -19,6 +19,17 @@ The failure stays *at* the failed step (no Catch to a Fail state), so the consol
 (RedriveExecution) resumes the execution at that step without re-running the tasks that succeeded;
 record_success lets that very execution finalize over the guard's FAILED record.
 
+Once per event: EventBridge delivers at least once and retries, and Lambda retries an
+asynchronous invocation that failed. The FAILED write is conditioned on the event not being
+recorded yet (``guardEvents``: the execution ARN and its stop date), so a second delivery adds
+nothing to ``failedRuns``; the DLQ send is followed by a mark (``guardDeadLettered``), so a second
+delivery sends no second message. An event that cannot be recorded at all (the table or the queue
+refuses, past Lambda's retries; or EventBridge cannot invoke the function) is kept: the rule target
+and the function's asynchronous invocations both have the workflow's DLQ as on-failure destination.
+
+When the event carries no input (Step Functions leaves it out of events it would make too large),
+the batch id comes from sfn:DescribeExecution of this very execution, not from its name.
+
 EventBridge delivers Step Functions events on a best-effort basis; the ExecutionsFailed and
 ExecutionsTimedOut alarms are the backstop.
 """
@@ -32,7 +43,7 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.final_status import record_execution_failure
+from fanout_common.final_status import mark_guard_dead_lettered, record_execution_failure
 from fanout_common.observability import logger, tracer
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
@@ -58,13 +69,37 @@ def _sqs() -> Any:
     return boto3.client("sqs")
 
 
+@functools.cache
+def _sfn() -> Any:
+    return boto3.client("stepfunctions")
+
+
+def execution_input(detail: dict[str, Any]) -> str | None:
+    """The execution's input: from the event, or, when the event carries none (Step Functions
+    leaves ``input`` out, ``inputDetails.included`` false, when it would make the event too large),
+    from sfn:DescribeExecution of this very execution."""
+    included = (detail.get("inputDetails") or {}).get("included", True)
+    if detail.get("input") is not None and included:
+        return detail["input"]
+    return _sfn().describe_execution(executionArn=detail["executionArn"]).get("input")
+
+
 def batch_id_of(detail: dict[str, Any]) -> str:
-    """The batchId of the execution's input, else the execution name (the workflows' default)."""
+    """The batchId of the execution's input, else the execution name (the workflows' default
+    when the input names none)."""
     try:
-        given = json.loads(detail.get("input") or "{}").get("batchId")
+        given = json.loads(execution_input(detail) or "{}").get("batchId")
     except (ValueError, AttributeError):
         given = None
     return given if isinstance(given, str) and given else detail["name"]
+
+
+def event_key(event: dict[str, Any]) -> str:
+    """One failure of one execution: its ARN and stop date (a redriven execution that fails again
+    stops at another date), the same in every delivery of the event."""
+    detail = event["detail"]
+    stopped = detail.get("stopDate")
+    return f"{detail['executionArn']}@{stopped if stopped is not None else event.get('id', '')}"
 
 
 @tracer.capture_lambda_handler
@@ -81,17 +116,24 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.info("the workflow reported this outcome itself; nothing to record")
         return {"action": "none", "reason": error}
     batch_id = batch_id_of(detail)
+    key = event_key(event)
     logger.append_keys(batch_id=batch_id)
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    recorded = record_execution_failure(
+    table = os.environ["STATUS_TABLE_NAME"]
+    outcome, before = record_execution_failure(
         _dynamodb(),
-        os.environ["STATUS_TABLE_NAME"],
+        table,
         batch_id=batch_id,
         execution_arn=execution_arn,
         execution_status=status,
         error=error or status,
         now=now,
+        event_key=key,
     )
+    if key in before.get("guardDeadLettered", []):
+        logger.info("this event was recorded and dead-lettered before (a repeated delivery): nothing to do")
+        return {"action": "duplicate", "batchId": batch_id}
+    recorded = outcome in ("RECORDED", "DUPLICATE")  # DUPLICATE: recorded by an earlier delivery
     message = {
         "kind": "execution",
         "batchId": batch_id,
@@ -104,6 +146,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "statusRecorded": recorded,
         "recovery": RECOVERY[status],
     }
+    # Sent, then marked: a delivery that dies in between sends again (at least once, never lost);
+    # a delivery after the mark sends nothing.
     _sqs().send_message(QueueUrl=os.environ["DEAD_LETTER_QUEUE_URL"], MessageBody=json.dumps(message))
+    mark_guard_dead_lettered(_dynamodb(), table, batch_id=batch_id, event_key=key)
     logger.error("execution ended without the workflow's verdict", extra={"statusRecorded": recorded})
     return {"action": "recorded" if recorded else "dead-lettered", "batchId": batch_id}

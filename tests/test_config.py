@@ -99,7 +99,8 @@ def _with_map(**changes):
 
 
 def test_map_worker_reserved_concurrency_is_optional_and_checked():
-    assert load_environment(CONTEXT, "prod").map.worker_reserved_concurrency is None
+    assert load_environment(CONTEXT, "dev").map.worker_reserved_concurrency is None
+    assert load_environment(CONTEXT, "prod").map.worker_reserved_concurrency == 500  # cdk.json's prod
     assert load_environment(_with_map(workerReservedConcurrency=600), "prod").map.worker_reserved_concurrency == 600
     with pytest.raises(ConfigError, match=r"prod\.map\.workerReservedConcurrency: 100 is below maxConcurrency 500"):
         load_environment(_with_map(workerReservedConcurrency=100), "prod")

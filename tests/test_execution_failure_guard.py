@@ -13,6 +13,7 @@ from fanout.local.moto_lambda import LambdaContext, LocalFunction
 from fanout.local.template import local_names, make_resolver, resources_of_type
 from fanout_common.final_status import read_status, record_success
 from tests.ledger.ledger_tables import create_status_table
+from tests.templates import role_statements
 
 TABLE = "status"
 SM = "arn:aws:states:eu-west-1:123456789012:stateMachine:sm"
@@ -131,3 +132,105 @@ def test_the_guarded_execution_itself_may_finalize_after_a_redrive_and_no_other(
         record_success(ddb, TABLE, batch_id="b1", execution_arn=other, ran_tasks=["A"], now="t1")
     result = record_success(ddb, TABLE, batch_id="b1", execution_arn=EXEC, ran_tasks=["A"], now="t1")
     assert result.outcome == "FINALIZED" and read_status(ddb, TABLE, "b1")["status"] == "SUCCEEDED"
+
+
+def stopped(evt, stop_date):
+    evt["detail"]["stopDate"] = stop_date
+    return evt
+
+
+def test_a_repeated_delivery_adds_no_failed_run_and_no_second_message(aws):
+    """EventBridge delivers at least once and Lambda retries an asynchronous invocation: the same
+    event twice used to count two failed runs and send two DLQ messages."""
+    ddb, sqs, url, handler = aws
+    first = stopped(event(), 1764849600000)
+    assert handler(first, CONTEXT)["action"] == "recorded"
+    assert handler(json.loads(json.dumps(first)), CONTEXT)["action"] == "duplicate"
+    assert read_status(ddb, TABLE, "b1")["failedRuns"] == 1
+    assert len(messages(sqs, url)) == 1
+
+
+def test_a_delivery_that_died_before_its_dlq_send_sends_it_on_the_next_one(aws):
+    ddb, sqs, url, handler = aws
+    import record_execution_failure
+
+    evt = stopped(event(), 1764849600000)
+    real = record_execution_failure._sqs()
+
+    class Refusing:
+        def send_message(self, **kwargs):
+            raise RuntimeError("SQS is unavailable")
+
+    original = record_execution_failure._sqs
+    record_execution_failure._sqs = lambda: Refusing()
+    try:
+        with pytest.raises(RuntimeError):
+            handler(evt, CONTEXT)
+    finally:
+        record_execution_failure._sqs = original
+    assert real is original()
+    assert handler(evt, CONTEXT)["action"] == "recorded"  # recorded by the first delivery, sent now
+    assert read_status(ddb, TABLE, "b1")["failedRuns"] == 1
+    (message,) = messages(sqs, url)
+    assert message["statusRecorded"] is True
+
+
+def test_the_same_execution_failing_again_after_a_redrive_is_a_new_failure(aws):
+    ddb, sqs, url, handler = aws
+    handler(stopped(event(), 1764849600000), CONTEXT)
+    handler(stopped(event(error="States.Timeout"), 1764853200000), CONTEXT)  # redriven, failed again
+    assert read_status(ddb, TABLE, "b1")["failedRuns"] == 2
+    assert len(messages(sqs, url)) == 2
+
+
+def test_an_event_without_input_finds_the_batch_id_by_describing_the_execution(aws):
+    """Step Functions leaves the input out of an event it would make too large; the batch is the
+    input's batchId, not the execution name (the old fallback recorded the wrong batch)."""
+    ddb, _, _, handler = aws
+    import record_execution_failure
+
+    record_execution_failure._sfn.cache_clear()
+    sfn = boto3.client("stepfunctions", region_name="eu-west-1")
+    machine = sfn.create_state_machine(
+        name="sm", definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+        roleArn="arn:aws:iam::123456789012:role/sm",
+    )["stateMachineArn"]
+    arn = sfn.start_execution(stateMachineArn=machine, name="run-9", input=json.dumps({"batchId": "order-42"}))["executionArn"]
+    evt = event(name="run-9", arn=arn)
+    evt["detail"].update(input=None, inputDetails={"included": False})
+    try:
+        handler(evt, CONTEXT)
+    finally:
+        record_execution_failure._sfn.cache_clear()
+    assert read_status(ddb, TABLE, "order-42")["status"] == "FAILED"
+    assert read_status(ddb, TABLE, "run-9") is None
+
+
+@pytest.mark.parametrize("workflow", ["parallel", "map"])
+def test_an_event_that_cannot_be_recorded_is_kept_in_the_dlq(dev_app, workflow):
+    """Two on-failure destinations, both the workflow's DLQ (which alarms): the rule target's
+    dead-letter queue (EventBridge could not invoke the function; the queue policy lets only this
+    rule send) and the function's asynchronous on-failure destination (it failed past Lambda's
+    retries). The guard may describe only this state machine's executions."""
+    template = dev_app.template(workflow)
+    (rule_id, rule), = resources_of_type(template, "AWS::Events::Rule").items()
+    (target,) = rule["Properties"]["Targets"]
+    dlq_arn = target["DeadLetterConfig"]["Arn"]
+    (queue_id,) = [lid for lid, q in resources_of_type(template, "AWS::SQS::Queue").items() if {"Fn::GetAtt": [lid, "Arn"]} == dlq_arn]
+    (config,) = resources_of_type(template, "AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == dlq_arn
+    assert config["Properties"]["FunctionName"] == target["Arn"]["Fn::GetAtt"][0] or config["Properties"]["FunctionName"] == {"Ref": target["Arn"]["Fn::GetAtt"][0]}
+    statements = [
+        s for p in resources_of_type(template, "AWS::SQS::QueuePolicy").values()
+        if {"Ref": queue_id} in p["Properties"]["Queues"] for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert any(
+        s.get("Principal") == {"Service": "events.amazonaws.com"} and s["Action"] == "sqs:SendMessage"
+        and s["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": [rule_id, "Arn"]}
+        for s in statements
+    ), statements
+    guard_role = template["Resources"][target["Arn"]["Fn::GetAtt"][0]]["Properties"]["Role"]["Fn::GetAtt"][0]
+    describe = [s for s in role_statements(template, guard_role) if s["Action"] == "states:DescribeExecution"]
+    (sm_id,) = resources_of_type(template, "AWS::StepFunctions::StateMachine")
+    assert len(describe) == 1 and json.dumps({"Ref": sm_id}) in json.dumps(describe[0]["Resource"])
+    assert describe[0]["Resource"]["Fn::Join"][1][-1].endswith(":*")

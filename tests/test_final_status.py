@@ -144,7 +144,7 @@ def test_a_map_redrive_success_moves_the_counted_failure(ddb):
 def test_the_guarded_execution_resumed_moves_the_guards_fields(ddb):
     record_execution_failure(
         ddb, TABLE, batch_id="b1", execution_arn=EXEC_1, execution_status="FAILED",
-        error="Lambda.ServiceException", now="t0",
+        error="Lambda.ServiceException", now="t0", event_key="e1",
     )
     assert succeed(ddb, execution=EXEC_1, now="t1").outcome == "FINALIZED"
     record = read_status(ddb, TABLE, "b1")
@@ -176,7 +176,7 @@ def test_a_failed_record_that_changes_while_finalizing_is_read_again(ddb):
                 self.raced = True
                 record_execution_failure(
                     ddb, TABLE, batch_id="b1", execution_arn=EXEC_1, execution_status="FAILED",
-                    error="States.Timeout", now="t0.5",
+                    error="States.Timeout", now="t0.5", event_key="e2",
                 )
             return ddb.update_item(**kwargs)
 

@@ -130,3 +130,41 @@ def test_item_checks():
 def test_csv_rows_stream_line_by_line():
     rows = iter_csv_rows(iter([b"id,na", b"me\n1,", b'"a,b"\n2,c\n']), "m")
     assert list(rows) == [{"id": "1", "name": "a,b"}, {"id": "2", "name": "c"}]
+
+
+def test_a_batch_over_the_item_limit_is_refused_naming_it():
+    """PrepareBatch's memory and timeout are sized for MAX_MANIFEST_ITEMS; one more is refused as
+    soon as it is read, naming the limit, instead of timing out (here with a limit of 3)."""
+    items = iter([{"a": 1}] * 4)
+    with pytest.raises(InvalidManifest, match=r"^m: more than 3 items, the most one batch may have .* at most 3 items$"):
+        count_items(items, max_item_bytes=100, where="m", max_items=3)
+    assert count_items(iter([{"a": 1}] * 3), max_item_bytes=100, where="m", max_items=3) == 3
+
+
+def test_prepare_batch_refuses_a_manifest_over_the_size_limit_before_reading_it(monkeypatch):
+    """The size comes with GetObject (ContentLength): a manifest over MAX_MANIFEST_BYTES is refused
+    with its size and the limit, before a byte of it is parsed."""
+    import boto3
+    from moto import mock_aws
+
+    import prepare_map_batch
+    from fanout.local.moto_lambda import LambdaContext, LocalFunction
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        s3.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        s3.put_object(Bucket="data", Key="manifests/big.json", Body=b'[{"a": 1}, {"a": 2}]')
+        monkeypatch.setenv("BATCH_BUCKET_NAME", "data")
+        monkeypatch.setenv("MAX_ITEM_BYTES", "8192")
+        monkeypatch.setenv("MAX_INLINE_ITEMS", "1000")
+        monkeypatch.setattr(prepare_map_batch, "MAX_MANIFEST_BYTES", 10)
+        prepare_map_batch._s3.cache_clear()
+        context = LambdaContext(LocalFunction("PrepareBatch", "prepare_map_batch.handler"), "eu-west-1", "123456789012")
+        event = {"input": {"batchId": "b1", "manifest": {"bucket": "data", "key": "manifests/big.json"}}, "executionName": "e1"}
+        try:
+            with pytest.raises(InvalidManifest, match=r"manifests/big.json: 20 bytes, more than the 10 bytes .* split it"):
+                prepare_map_batch.handler(event, context)
+            monkeypatch.setattr(prepare_map_batch, "MAX_MANIFEST_BYTES", 20)
+            assert prepare_map_batch.handler(event, context)["total"] == 2
+        finally:
+            prepare_map_batch._s3.cache_clear()

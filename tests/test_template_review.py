@@ -95,3 +95,34 @@ def test_no_template_names_a_literal_partition(env_name, region, partition, tmp_
         assert literal == [], f"{stack} ({partition}): literal partition in {literal[:3]}"
     definition = json.dumps(app.template("map"))
     assert "aws-sdk:sfn:describeMapRun" in definition
+
+
+@pytest.mark.parametrize("env_name", ENVIRONMENTS)
+def test_prepare_batch_can_check_the_largest_manifest_it_accepts_within_its_timeout(synthesized, env_name):
+    """At 256 MB (a seventh of a vCPU) and 300 s, PrepareBatch would have timed out half-way
+    through a large manifest (~32 s per million small items at 256 MB, measured by
+    benchmarks/prepare_batch_benchmark.py) and failed the execution with States.Timeout instead of a
+    verdict. Its memory and timeout now fit the documented maximum (MAX_MANIFEST_ITEMS items in
+    MAX_MANIFEST_BYTES) with a safety factor; a larger manifest is refused at once (InvalidManifest)."""
+    from fanout_kit.distributed_map import PREPARE_SAFETY, prepare_worst_case_seconds
+
+    template = synthesized(env_name).template("map")
+    (prepare,) = [
+        f["Properties"] for f in resources_of_type(template, "AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == "prepare_map_batch.handler"
+    ]
+    worst = prepare_worst_case_seconds(prepare["MemorySize"])
+    assert worst * PREPARE_SAFETY <= prepare["Timeout"] <= 900, (prepare["MemorySize"], prepare["Timeout"], worst)
+
+
+def test_the_prod_map_worker_has_the_concurrency_its_children_use():
+    """Prod ran MaxConcurrency 500 with no reserved concurrency and one transient retry: when
+    the account's other functions used the unreserved pool, children were throttled
+    (Lambda.TooManyRequestsException) past their one retry and whole batches dead-lettered. The
+    worker now reserves at least MaxConcurrency (each child invokes it once at a time), so the
+    Map's own children cannot be throttled for concurrency."""
+    from stacks.config import load_environment
+
+    cfg = load_environment(read_cdk_context(), "prod")
+    assert cfg.map.worker_reserved_concurrency is not None
+    assert cfg.map.worker_reserved_concurrency >= cfg.map.max_concurrency

@@ -56,6 +56,8 @@ EXPECTED_UNUSED: tuple[Expected, ...] = (
     Expected("StateMachine", "s3:ListMultipartUploadParts", "*", "ResultWriter's multipart uploads (moto writes results with PutObject)"),
     Expected("StateMachine", "s3:GetObject", "*", "ItemReader/ResultWriter act on bucket objects; grant is bucket/* (see the note on results/)"),
     Expected("StateMachine", "s3:PutObject", "*", "ResultWriter writes results/; grant is bucket/* (see the note on results/)"),
+    Expected("RecordExecutionFailure", "states:DescribeExecution", "*", "the failure guard reads an execution's "
+             "input only when its event carried none (too large for the event); the local events carry it"),
     Expected("ForwardFailedItems", "sqs:GetQueue*", "*", "CDK's grantSendMessages includes them; the handler "
              "sends by the queue URL it is given", stack="map"),
     Expected("ForwardFailedItems", "sqs:SendMessage", "*", "sends only for children stopped before their own DLQ "

@@ -240,6 +240,13 @@ def _target(batch_id: str, messages: Sequence[Message], record: dict[str, Any] |
     return target, finalized
 
 
+def _failure(record: dict[str, Any], finalized: bool) -> dict[str, Any]:
+    """The failure fields of the execution a redrive names: the record's own while it is FAILED;
+    once a redrive finalized the batch they are history, in ``previousFailure``
+    (fanout_common.final_status)."""
+    return (record.get("previousFailure") or {}) if finalized else record
+
+
 def _resume_instead(batch_id: str, target: str, record: dict[str, Any]) -> OpsError:
     """The failure guard recorded an execution that ended outside the workflow's own decision
     (timed out, stopped, UpdateFinalStatus exhausted): it has no failed task or item to run again;
@@ -269,6 +276,7 @@ def plan_redrive(
     """Parallel: which failed execution to redrive and with which tasks, from the batch's DLQ
     messages and its status record."""
     target, finalized = _target(batch_id, messages, record)
+    failure = _failure(record, finalized)
     mine = [m for m in messages if m.execution_arn == target]
     plan = RedrivePlan(
         batch_id=batch_id,
@@ -281,7 +289,7 @@ def plan_redrive(
     for message in mine:
         if message.task:
             plan.tasks.setdefault(message.task, message.body.get("input") or {})
-    missing = sorted(set(record.get("failedTasks", [])) - set(plan.tasks))
+    missing = sorted(set(failure.get("failedTasks", [])) - set(plan.tasks))
     if missing:
         # Recorded as failed but no DLQ message (its DLQ send failed, or the message is hidden by
         # another reader): the original input is in the failed execution's own input.
@@ -299,23 +307,26 @@ def plan_redrive(
             f"{', '.join(missing)}: recorded as failed without a DLQ message here; input taken from "
             "the failed execution's input"
         )
-    if not plan.tasks and record.get("failedExecutionStatus"):
-        raise _resume_instead(batch_id, target, record)
+    if not plan.tasks and failure.get("failedExecutionStatus"):
+        raise _resume_instead(batch_id, target, failure)
     _superseded_note(plan)
     return plan
 
 
 def _result_items(s3: Any, bucket: str, manifest_key: str) -> list[dict[str, Any]]:
     """The items of every unsuccessful child in a map run's ResultWriter output."""
+    from fanout_common.json_stream import READ_CHUNK_BYTES
     from fanout_common.map_results import child_items, unsuccessful_entries
 
-    def read_json(key: str) -> Any:
+    def read_json(key: str) -> Any:  # the run's manifest.json: a short list of result files
         return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def read_chunks(key: str) -> Any:  # a result file: streamed one child entry at a time
+        return s3.get_object(Bucket=bucket, Key=key)["Body"].iter_chunks(chunk_size=READ_CHUNK_BYTES)
 
     return [
         item
-        for entries in unsuccessful_entries(read_json, manifest_key)
-        for entry in entries
+        for entry in unsuccessful_entries(read_json, read_chunks, manifest_key)
         if entry.get("Status") != "SUCCEEDED"
         for item in child_items(entry)
     ]
@@ -329,13 +340,14 @@ def plan_map_redrive(
     from the map run's result files if some are missing; or, when the map run failed as a whole
     (no item confirmed), over that execution's whole input again."""
     target, finalized = _target(batch_id, messages, record)
+    failure = _failure(record, finalized)
     mine = [m for m in messages if m.execution_arn == target]
     plan = RedrivePlan(
         batch_id=batch_id, target=target, tasks={}, messages=mine,
         superseded=[m for m in messages if m.execution_arn != target], finalized=finalized,
     )
-    failed = int(record.get("failedItems", 0))
-    if not record.get("resultsKey") and failed and failed == record.get("totalItems"):
+    failed = int(failure.get("failedItems", 0))
+    if not failure.get("resultsKey") and failed and failed == failure.get("totalItems"):
         original = json.loads(sfn.describe_execution(executionArn=target).get("input") or "{}")
         plan.rerun_input = {k: v for k, v in original.items() if k in ("items", "manifest")}
         plan.notes.append(f"the map run of {target} failed as a whole: all {failed} items run again")
@@ -346,21 +358,21 @@ def plan_map_redrive(
         for item in message.body.get("items") or []:
             if isinstance(item, dict):
                 by_index.setdefault(item.get("index"), item)
-    if len(by_index) < failed and record.get("resultsKey"):
+    if len(by_index) < failed and failure.get("resultsKey"):
         before = len(by_index)
-        for item in _result_items(s3, bucket, record["resultsKey"]):
+        for item in _result_items(s3, bucket, failure["resultsKey"]):
             by_index.setdefault(item.get("index"), item)
         plan.notes.append(
             f"{len(by_index) - before} failed item(s) without a DLQ message here were taken from the map "
-            f"run's results (s3://{bucket}/{record['resultsKey']})"
+            f"run's results (s3://{bucket}/{failure['resultsKey']})"
         )
     if len(by_index) < failed:
         raise OpsError(
             f"batch {batch_id}: {target} recorded {failed} failed item(s), but only {len(by_index)} were "
             "found in the DLQ and the map run's results: nothing started"
         )
-    if not by_index and record.get("failedExecutionStatus"):
-        raise _resume_instead(batch_id, target, record)
+    if not by_index and failure.get("failedExecutionStatus"):
+        raise _resume_instead(batch_id, target, failure)
     if not by_index:
         raise OpsError(f"batch {batch_id}: no failed item of {target} was found to run again", code=1)
     plan.items = [by_index[k] for k in sorted(by_index, key=lambda k: (not isinstance(k, int), k))]

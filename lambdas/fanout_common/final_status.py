@@ -259,16 +259,22 @@ def record_execution_failure(
     execution_status: str,
     error: str,
     now: str,
-) -> bool:
+    event_key: str,
+) -> tuple[str, dict[str, Any]]:
     """The guard's write: FAILED for an execution that ended outside the workflow's own decision,
     under the same condition as the workflow's RecordBatchFailure (no record yet, or FAILED), so a
-    SUCCEEDED batch is never touched. True if written."""
+    SUCCEEDED batch is never touched; and only once per event (``event_key``: the execution and
+    its stop date, the same in every delivery of one status change), so a retried or duplicated
+    EventBridge delivery adds nothing to ``failedRuns``.
+
+    Returns (outcome, the record before when nothing was written): "RECORDED"; "DUPLICATE" (this
+    event was recorded already); "NOT_RECORDED" (the record is SUCCEEDED)."""
     try:
         client.update_item(
             TableName=table_name,
             Key={"batchId": {"S": batch_id}},
-            UpdateExpression=GUARD_FAILURE_UPDATE_EXPRESSION,
-            ConditionExpression=FAILURE_CONDITION_EXPRESSION,
+            UpdateExpression=GUARD_FAILURE_UPDATE_EXPRESSION + ", guardEvents :event",
+            ConditionExpression=f"({FAILURE_CONDITION_EXPRESSION}) AND NOT contains(guardEvents, :eventKey)",
             ExpressionAttributeNames=FAILURE_EXPRESSION_NAMES,
             ExpressionAttributeValues={
                 ":failed": {"S": FAILED},
@@ -277,11 +283,27 @@ def record_execution_failure(
                 ":executionStatus": {"S": execution_status},
                 ":updatedAt": {"S": now},
                 ":one": {"N": "1"},
+                ":event": {"SS": [event_key]},
+                ":eventKey": {"S": event_key},
             },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-    except client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        old = _plain(exc.response.get("Item"))
+        return ("DUPLICATE" if event_key in old.get("guardEvents", []) else "NOT_RECORDED"), old
+    return "RECORDED", {}
+
+
+def mark_guard_dead_lettered(client: Any, table_name: str, *, batch_id: str, event_key: str) -> None:
+    """After the guard's DLQ send for this event: a later delivery of it sends nothing (an ADD to
+    a string set is idempotent; the record exists, the guard's write or a SUCCEEDED one)."""
+    client.update_item(
+        TableName=table_name,
+        Key={"batchId": {"S": batch_id}},
+        UpdateExpression="ADD guardDeadLettered :event",
+        ConditionExpression="attribute_exists(batchId)",
+        ExpressionAttributeValues={":event": {"SS": [event_key]}},
+    )
 
 
 def record_counted_failure(

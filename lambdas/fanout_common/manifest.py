@@ -14,7 +14,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from . import json_stream
 from .errors import InvalidInput
+from .json_stream import READ_CHUNK_BYTES
 from .validation import BATCH_ID_PATTERN, EXECUTION_ARN_PATTERN, _type_name
 
 ALLOWED_FIELDS = ("batchId", "items", "manifest", "redriveOf")
@@ -113,7 +115,6 @@ def _format_from_key(key: Any) -> str | None:
     return None
 
 
-READ_CHUNK_BYTES = 64 * 1024
 
 
 def _type_article(value: Any) -> str:
@@ -134,10 +135,38 @@ def check_item(item: Any, index: int, *, max_item_bytes: int, where: str) -> Non
         )
 
 
-def count_items(items: Iterable[Any], *, max_item_bytes: int, where: str) -> int:
-    """Check every item (one at a time: ``items`` may be a stream); return how many there are."""
+# The largest manifest PrepareBatch checks: its memory and timeout are sized for it
+# (fanout_kit.distributed_map.prepare_worst_case_seconds, from benchmarks/prepare_batch_benchmark.py);
+# a larger one is refused at once, naming the limit, instead of timing out half-way.
+MAX_MANIFEST_ITEMS = 10_000_000
+MAX_MANIFEST_BYTES = 1024 * 1024 * 1024  # 1 GiB
+
+
+def too_many_items(where: str, max_items: int) -> InvalidManifest:
+    return InvalidManifest(
+        f"{where}: more than {max_items:,} items, the most one batch may have (PrepareBatch checks "
+        f"every item within its timeout); split it into batches of at most {max_items:,} items"
+    )
+
+
+def too_large(where: str, size: int, max_bytes: int = MAX_MANIFEST_BYTES) -> InvalidManifest:
+    return InvalidManifest(
+        f"{where}: {size:,} bytes, more than the {max_bytes:,} bytes ({max_bytes / 2**30:g} GiB) one "
+        "manifest may have (PrepareBatch checks every item within its timeout); split it into "
+        "smaller manifests, one batch each"
+    )
+
+
+def count_items(
+    items: Iterable[Any], *, max_item_bytes: int, where: str, max_items: int = MAX_MANIFEST_ITEMS
+) -> int:
+    """Check every item (one at a time: ``items`` may be a stream); return how many there are.
+    More than ``max_items`` items: InvalidManifest naming the limit, as soon as item
+    ``max_items`` + 1 is read."""
     total = 0
     for index, item in enumerate(items):
+        if index >= max_items:
+            raise too_many_items(where, max_items)
         check_item(item, index, max_item_bytes=max_item_bytes, where=where)
         total += 1
     if not total:
@@ -172,90 +201,19 @@ def _no_bom(chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
     yield from chunks
 
 
-def _decoded(chunks: Iterable[bytes], where: str) -> Iterator[str]:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    try:
-        for chunk in _no_bom(chunks, where):
-            yield decoder.decode(chunk)
-            offset += len(chunk)
-        yield decoder.decode(b"", final=True)
-    except UnicodeDecodeError as exc:
-        raise InvalidManifest(f"{where}: not UTF-8 text ({exc.reason} at byte {offset + exc.start})") from None
-
-
 def iter_json_array(chunks: Iterable[bytes], where: str, *, max_item_bytes: int) -> Iterator[Any]:
     """The items of a JSON-array manifest, parsed one at a time from a byte stream: memory stays
-    bounded by the largest item, whatever the manifest's size."""
-    text = _decoded(chunks, where)
-    decoder = json.JSONDecoder()
-    buf, pos, eof, index = "", 0, False, 0
-    # An unparsed item longer than this (pretty-printed JSON of an item at the limit) is too large.
-    max_pending = 8 * max_item_bytes + READ_CHUNK_BYTES
-
-    def more() -> bool:
-        nonlocal buf, pos, eof
-        if eof:
-            return False
-        try:
-            piece = next(text)
-        except StopIteration:
-            eof = True
-            return False
-        buf, pos = buf[pos:] + piece, 0
-        return True
-
-    def skip_ws() -> str | None:
-        nonlocal pos
-        while True:
-            while pos < len(buf) and buf[pos] in " \t\r\n":
-                pos += 1
-            if pos < len(buf):
-                return buf[pos]
-            if not more():
-                return None
-
-    if skip_ws() != "[":
-        raise InvalidManifest(f"{where}: a JSON manifest must be one array of items (it must start with '[')")
-    pos += 1
-    expect_item = True
-    if skip_ws() == "]":
-        pos += 1
-        expect_item = False
-    while expect_item:
-        if skip_ws() is None:
-            raise InvalidManifest(f"{where}: the JSON array ends early, after item {index - 1}")
-        while True:
-            try:
-                item, end = decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError as exc:
-                if len(buf) - pos > max_pending:
-                    raise InvalidManifest(
-                        f"{where}[{index}]: item is larger than {max_item_bytes} bytes; pass large data "
-                        "by reference (an S3 key) instead"
-                    ) from None
-                if more():
-                    continue
-                raise InvalidManifest(f"{where}[{index}]: not valid JSON ({exc.msg})") from None
-            if end == len(buf) and more():
-                continue  # a number (or literal) may go on in the next chunk
-            break
-        pos = end
-        yield item
-        index += 1
-        following = skip_ws()
-        if following == ",":
-            pos += 1
-        elif following == "]":
-            pos += 1
-            expect_item = False
-        else:
-            raise InvalidManifest(
-                f"{where}: expected ',' or ']' after item {index - 1}, got "
-                + ("the end of the file" if following is None else repr(following))
-            )
-    if skip_ws() is not None:
-        raise InvalidManifest(f"{where}: unexpected data after the JSON array's closing ']'")
+    bounded by the largest item, whatever the manifest's size (fanout_common.json_stream)."""
+    return json_stream.iter_json_array(
+        _no_bom(chunks, where),
+        where,
+        max_value_bytes=max_item_bytes,
+        error=InvalidManifest,
+        too_large=lambda index: (
+            f"{where}[{index}]: item is larger than {max_item_bytes} bytes; pass large data by reference "
+            "(an S3 key) instead"
+        ),
+    )
 
 
 class _TextStream(io.RawIOBase):

@@ -17,6 +17,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from .json_stream import iter_json_array
+
 RESULTS_PREFIX = "results/"  # where the Distributed Map's ResultWriter writes in the batch data bucket
 ITEMS_DEAD_LETTERED = "ItemsDeadLettered"  # statemachines.map_workflow uses the same name
 UNSUCCESSFUL_GROUPS = ("FAILED", "PENDING")
@@ -28,11 +30,21 @@ def result_file_keys(manifest: Mapping[str, Any]) -> list[str]:
     return [f["Key"] for group in UNSUCCESSFUL_GROUPS for f in files.get(group, [])]
 
 
-def unsuccessful_entries(read_json: Callable[[str], Any], manifest_key: str) -> Iterator[list[dict[str, Any]]]:
-    """The result files of a map run that may hold unsuccessful children, one list of entries per
-    file; ``read_json(key)`` reads an object of the results bucket as JSON."""
+# One entry of a result file: a child's input (at most 256 KiB, escaped in a JSON string), output
+# and cause. An entry that grows past 8 times this without parsing is not an entry.
+MAX_ENTRY_BYTES = 1024 * 1024
+
+
+def unsuccessful_entries(
+    read_json: Callable[[str], Any], read_chunks: Callable[[str], Iterable[bytes]], manifest_key: str
+) -> Iterator[dict[str, Any]]:
+    """The entries (one child execution each) of a map run's result files that may hold
+    unsuccessful children, one at a time: ``read_json(key)`` reads the run's small
+    ``manifest.json``; ``read_chunks(key)`` streams a result file as bytes, which is parsed entry
+    by entry (fanout_common.json_stream), so memory holds one entry, not the file (a FAILED file of
+    400,000 items is some 200 MB of JSON; the benchmark is benchmarks/forward_failed_benchmark.py)."""
     for key in result_file_keys(read_json(manifest_key)):
-        yield read_json(key)
+        yield from iter_json_array(read_chunks(key), f"result file {key}", max_value_bytes=MAX_ENTRY_BYTES)
 
 
 def already_dead_lettered(entry: Mapping[str, Any]) -> bool:
