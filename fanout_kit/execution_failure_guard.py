@@ -23,7 +23,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -80,10 +80,18 @@ class ExecutionFailureGuard(Construct):
         acknowledge_failure_guard(stack, self.function, state_machine)
         # An event the function could not record, after Lambda's own retries of the asynchronous
         # invocation, goes to the DLQ as an invocation record (its requestPayload is the event).
-        self.function.configure_async_invoke(
-            on_failure=destinations.SqsDestination(dlq),
-            retry_attempts=ASYNC_RETRY_ATTEMPTS,
-            max_event_age=Duration.hours(6),
+        # (The L1 resource: CDK's SqsDestination would also grant sqs:GetQueueAttributes and
+        # GetQueueUrl; Lambda sends with the role's sqs:SendMessage on the DLQ, granted above.)
+        lambda_.CfnEventInvokeConfig(
+            self,
+            "OnFailure",
+            function_name=self.function.function_name,
+            qualifier="$LATEST",
+            maximum_retry_attempts=ASYNC_RETRY_ATTEMPTS,
+            maximum_event_age_in_seconds=6 * 3600,
+            destination_config=lambda_.CfnEventInvokeConfig.DestinationConfigProperty(
+                on_failure=lambda_.CfnEventInvokeConfig.OnFailureProperty(destination=dlq.queue_arn)
+            ),
         )
         self.rule = events.Rule(
             self,

@@ -8,7 +8,7 @@ that raises it with ``Validations.of(construct).acknowledge``. Rules that report
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, Stack, Token, Validations
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
@@ -143,8 +143,9 @@ def acknowledge_failure_guard(stack: Stack, function: IConstruct, state_machine:
     """The failure guard may describe this state machine's executions (their names are the
     callers'): it reads the input of an execution whose event carried none, for its batch id."""
     sm_ref = stack.resolve(stack.get_logical_id(state_machine.node.default_child))
+    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region  # env-agnostic stacks
     execution = (
-        f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:execution:'
+        f'arn:<AWS::Partition>:states:{region}:<AWS::AccountId>:execution:'
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
     )
     acknowledge(

@@ -147,8 +147,10 @@ def test_storage_settings_per_environment(env):
     assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     (queue_policy,) = resources_of_type(template, "AWS::SQS::QueuePolicy").values()
-    (deny,) = queue_policy["Properties"]["PolicyDocument"]["Statement"]
+    # TLS only; and the failure guard's rule may send the events it could not deliver
+    deny, allow_rule = queue_policy["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert allow_rule["Principal"] == {"Service": "events.amazonaws.com"} and allow_rule["Action"] == "sqs:SendMessage"
     (table,) = resources_of_type(template, "AWS::DynamoDB::Table").values()
     assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert table["Properties"]["SSESpecification"] == {"SSEEnabled": True}
@@ -222,7 +224,7 @@ def test_function_roles_grant_only_their_logs_traces_and_table(env):
             (ddb,) = [s for s in statements if s["Action"][0].startswith("dynamodb")]
             assert ddb["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
         if service == "RecordExecutionFailure":
-            expected += ["dynamodb:UpdateItem", "sqs:SendMessage"]
+            expected += ["dynamodb:UpdateItem", "sqs:SendMessage", "states:DescribeExecution"]
         assert actions == sorted(expected), service
         logs = [s for s in statements if s["Action"][0].startswith("logs")]
         assert logs[0]["Resource"]["Fn::GetAtt"][1] == "Arn"  # its own log group, not *

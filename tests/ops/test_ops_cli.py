@@ -453,8 +453,11 @@ def test_map_redrive_completes_the_items_from_the_map_runs_results():
         def get_object(self, Bucket, Key):  # noqa: N803 - boto3's names
             import io
 
+            from botocore.response import StreamingBody
+
             assert Bucket == "bucket"
-            return {"Body": io.BytesIO(json.dumps(objects[Key]).encode())}
+            data = json.dumps(objects[Key]).encode()
+            return {"Body": StreamingBody(io.BytesIO(data), len(data))}
 
     record = {"status": "FAILED", "executionArn": arn, "failedItems": 3, "totalItems": 9, "resultsKey": "results/run/manifest.json"}
     message = dlq_module.Message("m1", "r1", "{}", {"batchId": "map-9", "executionArn": arn, "items": [{"index": 0, "item": {"n": 0}}]})
