@@ -12,22 +12,13 @@ import os
 import sys
 
 from fanout.errors import CliError
+from fanout.local.app_source import add_app_options
 from fanout.faults import FaultSpecError
 from fanout.ops import commands as ops_commands
 from fanout_kit._version import __version__
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
-
-
-def app_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--app", metavar="PATH",
-        help="your own CDK app: its folder (with cdk.json; synthesized by its app command) or a "
-        "synthesized cloud assembly (cdk.out); the workflow is found in its stacks (default: this "
-        "repository's app and cdk.json's --env)",
-    )
-    parser.add_argument("--stack", metavar="NAME", help="with --app: the stack holding the workflow, when several do")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workflow", choices=("parallel", "map", "ledger"), default=None,
                      help="parallel (fixed tasks; the default) or map (N items, Distributed Map); with "
                      "--app, which of the app's workflows (default: the one there is)")
-    app_options(run)
+    add_app_options(run)
     run.add_argument("--manifest", metavar="FILE",
                      help="map: upload this JSON/CSV manifest to the local bucket and use it")
     run.add_argument("--fail-item", action="append", metavar="INDEX=MODE",
@@ -133,10 +124,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return run_demo(args)
         if args.command == "ledger":
             from fanout.ledger_demo import run_from_args
-            from fanout.ops.aws import environment
             from fanout.views import make_console
 
-            environment(args.env)  # an unknown environment or a broken cdk.json: before synth
             return run_from_args(args, console=make_console())
         if args.command == "estimate":
             from fanout.estimate import run as run_estimate

@@ -154,6 +154,12 @@ def run_ledger_demo(
     started = time.monotonic()
     with LocalEngine(app, workflows=(WORKFLOW,), sleep_retries=False, dynamodb_contention=contention) as engine:
         wiring = ledger_wiring(engine)
+        processing = engine.stacks[WORKFLOW].environment.get("CHILD_FUNCTION_NAME")
+        if processing and processing in engine.router.functions:
+            # the app's own processing function: the failing children are injected by the engine
+            from fanout.local.moto_lambda import InjectedFault
+
+            engine.router.item_faults.update({index: InjectedFault("permanent") for index in fail})
         notes = apply_queue_attributes(engine, WORKFLOW, visibility_timeout)
         if contention is not None:
             notes.append(f"DynamoDB contention model on: a transaction holds its items {contention_window_ms:g} ms; "
@@ -194,6 +200,8 @@ def run_ledger_demo(
         }
         facts["consumer_invocations"] = engine.router.count(facts["function_ids"]["consumer"])
         facts["recorder_invocations"] = engine.router.count(facts["function_ids"]["recorder"])
+        facts["processing_function"] = processing
+        facts["processing_invocations"] = engine.router.count(processing) if processing else None
         if on_engine:
             on_engine(engine)
     facts["wall_seconds"] = round(time.monotonic() - started, 2)
@@ -399,6 +407,9 @@ def print_outcome(console: Console, facts: Mapping[str, Any]) -> None:
                           f"({r['batchSize']} record(s), after {r['attempts']} attempts)")
     ran = facts["update_final_status_invocations"]
     console.print(f"UpdateFinalStatus: {'ran' if ran else 'never invoked'} ({ran} invocation(s))")
+    if facts.get("processing_function"):
+        console.print(f"processing function {facts['processing_function']}: "
+                      f"{facts['processing_invocations']} invocation(s)")
     record = facts["status_record"]
     if record:
         console.print(f"final status record: {json.dumps(record, sort_keys=True)}")
@@ -474,6 +485,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="sqs: consumer pollers (default 10); kinesis: one poller per shard, as Lambda")
     parser.add_argument("--duplicate", action="store_true", help="send every message (record) twice")
     parser.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
+    from fanout.local.app_source import add_app_options
+
+    add_app_options(parser)
     parser.add_argument("--batch-id", help="batch id (default: generated)")
     parser.add_argument("--visibility-timeout", type=int, default=DEFAULT_VISIBILITY_TIMEOUT,
                         help=f"seconds, for a fast local redelivery (default {DEFAULT_VISIBILITY_TIMEOUT})")
@@ -496,9 +510,21 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
 
     console = console or Console()
     started = time.monotonic()
-    with console.status(f"synthesizing the CDK app ({args.env}) with cdk-nag..."):
-        app = synthesize(args.env)
-    console.print(f"synthesized {args.env} in {time.monotonic() - started:.1f}s")
+    if getattr(args, "app", None):
+        from fanout.local.app_source import load_app
+
+        with console.status(f"synthesizing the CDK app {args.app}..."):
+            app, found = load_app(args.app, stack=args.stack, kind="ledger")
+        console.print(f"synthesized {args.app} in {time.monotonic() - started:.1f}s: {found.path} in stack {found.stack}")
+    else:
+        if getattr(args, "stack", None):
+            raise CliError(f"--stack {args.stack}: needs --app PATH (a stack of your own CDK app)")
+        from fanout.ops.aws import environment
+
+        environment(args.env)  # an unknown environment or a broken cdk.json: before synth
+        with console.status(f"synthesizing the CDK app ({args.env}) with cdk-nag..."):
+            app = synthesize(args.env)
+        console.print(f"synthesized {args.env} in {time.monotonic() - started:.1f}s")
     try:
         facts = run_ledger_demo(
             app,

@@ -151,3 +151,13 @@ def test_fanout_run_app_from_the_wheel(external, tmp_path):
                             text=True, timeout=120, env=_wheel_env(work), cwd=tmp_path)
     assert no_app.returncode == 2 and "pass --app PATH" in no_app.stderr
     assert len(no_app.stderr.strip().splitlines()) == 1
+
+
+def test_the_example_apps_own_tests_pass_with_the_plugin(external):
+    """examples/external_app/tests/, run inside the app as its team would (``pytest``), with the kit
+    installed from the wheel: the pytest11 entry point gives them the fanout_app fixture."""
+    work, _, _ = external
+    done = subprocess.run([sys.executable, "-S", "-m", "pytest", "-q", "-p", "no:cacheprovider"], capture_output=True,
+                          text=True, timeout=600, env=_wheel_env(work), cwd=EXAMPLE)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "4 passed" in done.stdout

@@ -45,6 +45,17 @@ class AppSourceError(CliError):
     """A problem with --app / --stack / --workflow: one line, exit code 2."""
 
 
+def add_app_options(parser: Any) -> None:
+    """--app and --stack of fanout run / ledger / iam-report."""
+    parser.add_argument(
+        "--app", metavar="PATH",
+        help="your own CDK app: its folder (with cdk.json; synthesized by its app command) or a "
+        "synthesized cloud assembly (cdk.out); the workflow is found in its stacks (default: this "
+        "repository's app and cdk.json's --env)",
+    )
+    parser.add_argument("--stack", metavar="NAME", help="with --app: the stack holding the workflow, when several do")
+
+
 def read_cdk_json(app_dir: Path) -> dict[str, Any]:
     path = app_dir / "cdk.json"
     try:

@@ -62,10 +62,13 @@ from fanout.local.moto_fixes import (
     serialized_dynamodb_writes,
 )
 from fanout.local.moto_lambda import (
+    METRICS_NAMESPACE_ENV,
     RUNTIME_NAMES,
     UNHANDLED_ERROR_NAMES,
     LambdaRouter,
     LocalFunction,
+    is_kit_code,
+    is_kit_handler,
     routed_lambdas,
 )
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS
@@ -160,6 +163,10 @@ def event_matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
         else:
             raise ValueError(f"event pattern {key}: must be an object or an array, got {want!r}")
     return True
+
+
+class StackDefect(RuntimeError):
+    """The synthesized stack would fail on AWS in a way the local run must not paper over."""
 
 
 class RetryClock:
@@ -284,6 +291,7 @@ class LocalEngine:
         record_calls: bool = True,
         dynamodb_contention: Any | None = None,
         unhandled_errors: str = RUNTIME_NAMES,
+        sandbox: bool = True,
     ) -> None:
         """Deploys the stacks of ``workflows`` locally. The handlers run in this one process and
         share its environment, so stacks whose functions read the same variable with different
@@ -321,6 +329,10 @@ class LocalEngine:
         self.deliveries: list[dict[str, Any]] = []  # EventBridge events delivered to rule targets
         self._delivered: set[str] = set()
         self.contention = dynamodb_contention  # a dynamodb_contention.ContentionModel, or None (off)
+        # The app's own functions (code not the kit's) in processes of their own, as strict as
+        # Lambda (fanout/local/sandbox.py); sandbox=False runs them in this process.
+        self.sandbox = sandbox
+        self.sandboxes: Any = None
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -374,10 +386,14 @@ class LocalEngine:
         self.sfn = self.client("stepfunctions")
         self.sqs = self.client("sqs")
         self.dynamodb = self.client("dynamodb")
-        for workflow in self.workflows:
-            template = self.app.template(workflow)
-            self.stacks[workflow] = self._deploy(template)
-            self.deployments[workflow] = self._resolve_outputs(workflow, template)
+        try:
+            for workflow in self.workflows:
+                template = self.app.template(workflow)
+                self.stacks[workflow] = self._deploy(template)
+                self.deployments[workflow] = self._resolve_outputs(workflow, template)
+        except BaseException:  # nothing patched or mocked outlives a failed deployment
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -466,6 +482,19 @@ class LocalEngine:
             props = res["Properties"]
             env = resolve(props.get("Environment", {}).get("Variables", {}))
             local.functions[lid] = env.get("POWERTOOLS_SERVICE_NAME", lid)
+            code_dir = code_directory(self.app.outdir, props)
+            if self.sandbox and code_dir is not None and not is_kit_code(code_dir, props["Handler"]):
+                # The app's own function: its own processes, its own environment (not shared)
+                self._register_sandboxed(lid, props, env, code_dir, template, resolve)
+                local.environment.update({k: v for k, v in env.items() if k not in local.environment})
+                continue
+            if METRICS_NAMESPACE_ENV not in env and is_kit_handler(props["Handler"]):
+                raise StackDefect(
+                    f"function {lid} ({props['Handler']}) is the kit's but its template has no "
+                    f"{METRICS_NAMESPACE_ENV}: on AWS its metrics flush fails on every invocation "
+                    "(SchemaValidationError: Must contain a metric namespace); build it with KitFunction, "
+                    "which sets it"
+                )
             for key, value in env.items():
                 if key in PER_FUNCTION_ENV:
                     continue
@@ -483,7 +512,8 @@ class LocalEngine:
                     handler=props["Handler"],
                     memory_mb=props.get("MemorySize", 128),
                     timeout_s=props.get("Timeout", 3),
-                    code_dir=code_directory(self.app.outdir, props),
+                    code_dir=code_dir,
+                    environment={str(k): str(v) for k, v in env.items()},
                 )
             )
         self._set_env(shared_env)
@@ -512,6 +542,30 @@ class LocalEngine:
                     raise RuntimeError(f"rule {lid}: the local engine delivers to Lambda targets only, not {arn}")
                 local.rules.append((pattern, arn.rsplit(":", 1)[-1]))
         return local
+
+    def _register_sandboxed(self, lid: str, props: Mapping[str, Any], env: Mapping[str, Any], code_dir: Any,
+                            template: Mapping[str, Any], resolve: Callable[[Any], Any]) -> None:
+        from fanout.local.sandbox import Sandboxes, SandboxSpec, layer_paths
+
+        if self.sandboxes is None:
+            self.sandboxes = Sandboxes(self.region, LOCAL_ACCOUNT)
+            self.router.sandboxes = self.sandboxes
+            self._exit.callback(self.sandboxes.close)
+        spec = SandboxSpec(
+            name=lid,
+            handler=props["Handler"],
+            code_dir=code_dir,
+            environment={str(k): str(v) for k, v in env.items()},
+            layer_paths=layer_paths(list(props.get("Layers") or []), template, self.app.outdir, resolve,
+                                    self.sandboxes.powertools_dir, lid),
+            memory_mb=int(props.get("MemorySize", 128)),
+            timeout_s=float(props.get("Timeout", 3)),
+        )
+        if self.sandboxes.powertools_dir in spec.layer_paths:
+            self.sandboxes.provided_powertools()
+        self.sandboxes.register(spec)
+        self.router.register(LocalFunction(name=lid, handler=spec.handler, memory_mb=spec.memory_mb,
+                                           timeout_s=int(spec.timeout_s), code_dir=code_dir, sandboxed=True))
 
     def _resolve_outputs(self, workflow: str, template: Mapping[str, Any]) -> Any:
         """The stack's CfnOutputs resolved against the local resources: the deployment object the

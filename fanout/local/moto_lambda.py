@@ -9,6 +9,11 @@ status 200, header ``X-Amz-Function-Error: Unhandled`` and the payload
 ``{"errorMessage", "errorType", "requestId", "stackTrace"}``, so that Step Functions' Retry and
 Catch see the real error name (the exception's class name).
 
+The app's own functions (a code asset that is not the kit's) do not run in this process: they run
+in sandboxes as strict as Lambda (``fanout/local/sandbox.py``; ``LocalFunction.sandboxed``). Faults
+of an app's functions can be injected here without touching their code (``task_faults``,
+``item_faults``: ``fanout run --app --fail / --fail-item``).
+
 Faults of the Lambda *service* itself (``Lambda.ServiceException`` and friends, which the Retry
 rules also cover) are injected here too: the invoke is answered with that API error, as AWS does.
 """
@@ -148,6 +153,9 @@ def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseEx
         hits = [e.get("index") for e in event["items"] if isinstance(e, dict) and e.get("index") in item_faults]
         if hits:
             fault, where = item_faults[hits[0]], f"item {hits[0]}"
+    elif item_faults and "payload" in event and str(event.get("childId", "")).isdigit():
+        # a ledger processing function's child ({"batchId", "childId", "payload", "attempt"})
+        fault, where = item_faults.get(int(event["childId"])), f"child {event['childId']}"
     if fault is None:
         return None
     where = f"{where} (attempt {attempt + 1})"
@@ -166,6 +174,44 @@ def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseEx
     return None
 
 
+class RuntimeReported(Exception):
+    """An error the Lambda runtime itself reports (its payload as the runtime words it)."""
+
+    def __init__(self, payload: dict[str, Any]):
+        super().__init__(payload.get("errorMessage"))
+        self.payload = payload
+
+
+METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
+
+
+def use_metrics_namespace(namespace: str | None) -> None:
+    """The kit's Powertools Metrics objects take this invocation's function's namespace, as a
+    fresh Lambda environment would read it from the function's own variables at import (in this
+    process they were created once, possibly before the stack's variables were set). A function
+    without one fails its metrics flush (SchemaValidationError), as on AWS."""
+    observability = sys.modules.get("fanout_common.observability")
+    if observability is None:
+        return
+    for metrics in (observability.metrics, observability.ledger_metrics):
+        if metrics.namespace != namespace:
+            metrics.namespace = namespace
+
+
+def is_kit_handler(handler: str) -> bool:
+    """Whether ``handler`` names one of the kit's handler modules."""
+    module_name = handler.rpartition(".")[0]
+    return (LAMBDAS_DIR / Path(*module_name.split(".")).with_suffix(".py")).is_file()
+
+
+def is_kit_code(code_dir: Path, handler: str) -> bool:
+    """Whether a function's code asset holds the kit's own handler (the same file as the kit's)."""
+    module_name = handler.rpartition(".")[0]
+    relative = Path(*module_name.split(".")).with_suffix(".py")
+    mine, kits = code_dir / relative, LAMBDAS_DIR / relative
+    return mine.is_file() and kits.is_file() and mine.read_bytes() == kits.read_bytes()
+
+
 class LambdaServiceError(JsonRESTError):
     """A Lambda API error (HTTP 5xx/429), as Step Functions sees from a failing Invoke call."""
 
@@ -181,6 +227,8 @@ class LocalFunction:
     memory_mb: int = 256
     timeout_s: int = 30
     code_dir: Path | None = None  # the function's synthesized code asset (None: inline code)
+    sandboxed: bool = False  # the app's own function: run in its own process (fanout/local/sandbox.py)
+    environment: dict[str, str] = field(default_factory=dict)  # its template's variables
 
 
 @dataclass
@@ -227,6 +275,7 @@ class LambdaRouter:
     on_hang: Callable[[Any, float], None] | None = None
     # Faults of the app's own functions, injected here (fanout run --app --fail / --fail-item):
     # task name -> InjectedFault, Map item index -> InjectedFault
+    sandboxes: Any = None  # fanout.local.sandbox.Sandboxes of the app's own functions
     task_faults: dict[str, InjectedFault] = field(default_factory=dict)
     item_faults: dict[int, InjectedFault] = field(default_factory=dict)
     # the error name of a function Lambda stopped (timeout, out of memory, crash): RUNTIME_NAMES
@@ -276,9 +325,26 @@ class LambdaRouter:
             injected = injected_failure(event, self.task_faults, self.item_faults)
             if injected is not None:
                 raise injected
-            result = self._handler(fn)(event, context)
+            if fn.sandboxed:  # the app's own function: its own process (fanout/local/sandbox.py)
+                payload, runtime_error = self.sandboxes.invoke(name, event, context)
+                if runtime_error is not None:
+                    raise RuntimeReported(runtime_error)
+                result = json.loads(payload)
+            else:
+                handler = self._handler(fn)
+                use_metrics_namespace(fn.environment.get(METRICS_NAMESPACE_ENV))
+                result = handler(event, context)
+                try:
+                    payload = json.dumps(result)
+                except (TypeError, ValueError) as exc:  # what the Python runtime answers
+                    raise RuntimeReported({"errorMessage": f"Unable to marshal response: {exc}",
+                                           "errorType": "Runtime.MarshalError",
+                                           "requestId": context.aws_request_id, "stackTrace": []}) from None
             error_type = None
-            payload = json.dumps(result)
+        except RuntimeReported as reported:
+            error_type = reported.payload["errorType"]
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps(reported.payload)
         except FunctionStopped as stopped:
             # What Lambda answers when it stops a function (timeout, out of memory, runtime exit).
             # No real waiting for a timeout: the Express child's clock is charged the function's
