@@ -77,8 +77,9 @@ def ledger_wiring(engine: Any) -> LedgerWiring:
     dlq_id = redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]
     if dlq_id not in mappings:
         raise RuntimeError(f"no event source mapping reads the dead-letter queue {dlq_id}")
-    kinesis = kinesis_mapping(template, engine.region)
-    if kinesis.on_failure_queue_id not in mappings:
+    has_stream = any(r["Type"] == "AWS::Kinesis::Stream" for r in template["Resources"].values())
+    kinesis = kinesis_mapping(template, engine.region) if has_stream else None  # kinesis_intake=False: none
+    if kinesis is not None and kinesis.on_failure_queue_id not in mappings:
         raise RuntimeError(f"no event source mapping reads the on-failure queue {kinesis.on_failure_queue_id}")
     return LedgerWiring(
         source=source,
@@ -86,7 +87,7 @@ def ledger_wiring(engine: Any) -> LedgerWiring:
         max_receive_count=int(redrive["maxReceiveCount"]),
         finalizer_id=engine.stacks[WORKFLOW].setting("FINALIZER_FUNCTION_NAME"),
         kinesis=kinesis,
-        kinesis_failures=mappings[kinesis.on_failure_queue_id],
+        kinesis_failures=mappings[kinesis.on_failure_queue_id] if kinesis is not None else None,
     )
 
 
@@ -154,6 +155,8 @@ def run_ledger_demo(
     started = time.monotonic()
     with LocalEngine(app, workflows=(WORKFLOW,), sleep_retries=False, dynamodb_contention=contention) as engine:
         wiring = ledger_wiring(engine)
+        if source == "kinesis" and wiring.kinesis is None:
+            raise ValueError("--source kinesis: this CompletionLedger has no Kinesis intake (kinesis_intake=False)")
         processing = engine.stacks[WORKFLOW].environment.get("CHILD_FUNCTION_NAME")
         if processing and processing in engine.router.functions:
             # the app's own processing function: the failing children are injected by the engine

@@ -128,10 +128,12 @@ class FanoutApp:
 
     def ledger(self, *, children: int, fail: Sequence[int] = (), stack: str | None = None,
                concurrency: int = 4, duplicate: bool = False, source: str = "sqs",
-               batch_id: str | None = None) -> dict[str, Any]:
+               batch_id: str | None = None, visibility_timeout: int = 1) -> dict[str, Any]:
         """Send ``children`` child messages of one batch through the app's CompletionLedger (its
         SQS or Kinesis intake, the consumers as Lambda's event source mappings run them); the
-        outcome: ``ledger_status``, ``status_record``, ``update_final_status_invocations``, ..."""
+        outcome: ``ledger_status``, ``status_record``, ``update_final_status_invocations``,
+        ``processing_invocations``, ... ``visibility_timeout``: the queues' (seconds; 1 by default
+        for a fast redelivery of failed children)."""
         import io
 
         from rich.console import Console
@@ -141,6 +143,7 @@ class FanoutApp:
         app, _found = self.load("ledger", stack)
         return run_ledger_demo(app, children=children, fail=list(fail), concurrency=concurrency,
                                duplicate=duplicate, source=source, batch_id=batch_id,
+                               visibility_timeout=visibility_timeout,
                                console=Console(file=io.StringIO(), width=120))
 
 
@@ -152,6 +155,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("fanout_stack", "the stack holding the workflow, when several do", default="")
 
 
+def _app_folder(starts: list[Path]) -> Path:
+    for start in starts:
+        for folder in (start, *start.parents):
+            if (folder / "cdk.json").is_file():
+                return folder
+    raise pytest.UsageError(
+        f"fanout_app: no cdk.json in {starts[0]} or above; pass --fanout-app PATH or set the ini option fanout_app"
+    )
+
+
 @pytest.fixture(scope="session")
 def fanout_app(request: pytest.FixtureRequest) -> Iterator[FanoutApp]:
     """Your CDK app, synthesized once per test session (see the module doc)."""
@@ -159,9 +172,10 @@ def fanout_app(request: pytest.FixtureRequest) -> Iterator[FanoutApp]:
 
     config = request.config
     given = config.getoption("fanout_app") or config.getini("fanout_app")
-    path = Path(given) if given else config.rootpath
-    if not path.is_absolute():
-        path = config.rootpath / path
+    if given:
+        path = Path(given) if Path(given).is_absolute() else config.rootpath / given
+    else:  # the app folder around the tests: the nearest folder with a cdk.json
+        path = _app_folder([config.rootpath, Path(config.invocation_params.dir)])
     stack = config.getini("fanout_stack") or None
     if (path / "manifest.json").is_file():
         yield FanoutApp(path, stack=stack)

@@ -41,12 +41,16 @@ def test_unknown_stack_and_missing_kind_are_one_line():
 def test_workflows_are_read_from_the_metadata_file_of_newer_cdk_versions(tmp_path):
     (tmp_path / "S.template.json").write_text(json.dumps({"Resources": {}}))
     entry = {"type": WORKFLOW_METADATA, "data": {"kind": "map", "outputs": {"StateMachineArn": {"Ref": "SM"}}}}
-    (tmp_path / "S.metadata.json").write_text(json.dumps({"/S/Items": [entry]}))
+    (tmp_path / "S.metadata.json").write_text(json.dumps({
+        "/S/Items": [entry],
+        "/S/Items/Workflow/StateMachine/Resource": [{"type": "aws:cdk:logicalId", "data": "SM"}],
+        "/S/ItemsOther/Resource": [{"type": "aws:cdk:logicalId", "data": "Other"}],  # not under /S/Items/
+    }))
     (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {"S": {
         "type": "aws:cloudformation:stack", "environment": "aws://unknown-account/unknown-region",
         "properties": {"templateFile": "S.template.json"}, "additionalMetadataFile": "S.metadata.json"}}}))
     found, templates, regions = find_workflows(tmp_path)
-    assert found == [FoundWorkflow("S", "/S/Items", "map", {"StateMachineArn": {"Ref": "SM"}})]
+    assert found == [FoundWorkflow("S", "/S/Items", "map", {"StateMachineArn": {"Ref": "SM"}}, frozenset({"SM"}))]
     assert list(templates) == ["S"] and regions == {"S": ""}
 
 

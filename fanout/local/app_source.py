@@ -39,6 +39,7 @@ class FoundWorkflow:
     path: str  # construct path, e.g. /SignupFanOut/Signup
     kind: str  # parallel, map or ledger
     outputs: dict[str, Any]  # output name -> value (intrinsics)
+    logical_ids: frozenset[str] = frozenset()  # of the resources under the construct
 
 
 class AppSourceError(CliError):
@@ -124,11 +125,16 @@ def find_workflows(assembly: str | Path) -> tuple[list[FoundWorkflow], dict[str,
         metadata = dict(artifact.get("metadata") or {})
         if artifact.get("additionalMetadataFile"):  # newer CDK versions write it beside the template
             metadata.update(json.loads((folder / artifact["additionalMetadataFile"]).read_text()))
+        logical_ids = {  # construct path -> logical id of its resource (CDK's aws:cdk:logicalId entries)
+            path: entry["data"] for path, entries in metadata.items() for entry in entries
+            if entry.get("type") == "aws:cdk:logicalId" and isinstance(entry.get("data"), str)
+        }
         for path, entries in metadata.items():
             for entry in entries:
                 if entry.get("type") == WORKFLOW_METADATA and isinstance(entry.get("data"), dict):
                     data = entry["data"]
-                    found.append(FoundWorkflow(stack, path, data.get("kind"), dict(data.get("outputs") or {})))
+                    under = frozenset(lid for p, lid in logical_ids.items() if p.startswith(path.rstrip("/") + "/"))
+                    found.append(FoundWorkflow(stack, path, data.get("kind"), dict(data.get("outputs") or {}), under))
     return found, templates, regions
 
 
@@ -167,7 +173,7 @@ def load_app(path: str | Path, *, stack: str | None = None, kind: str | None = N
              outdir: str | Path | None = None) -> tuple[SynthesizedApp, FoundWorkflow]:
     """The app at ``path`` (CDK app directory or cloud assembly), synthesized if needed (into
     ``outdir``, or a temporary folder removed at exit), with the chosen workflow."""
-    folder = Path(path)
+    folder = Path(path).resolve()  # the functions' code assets are found from it, from any folder
     if (folder / "manifest.json").is_file():
         assembly = folder
     elif (folder / "cdk.json").is_file():
@@ -192,5 +198,6 @@ def load_app(path: str | Path, *, stack: str | None = None, kind: str | None = N
         workflow_stacks={chosen.kind: chosen.stack},
         region=region_for(regions.get(chosen.stack, "")),
         workflow_outputs={chosen.kind: chosen.outputs},
+        workflow_scopes={chosen.kind: chosen.logical_ids},
     )
     return app, chosen

@@ -69,6 +69,8 @@ from fanout.local.moto_lambda import (
     LocalFunction,
     is_kit_code,
     is_kit_handler,
+    metrics_namespaces,
+    restore_metrics_namespaces,
     routed_lambdas,
 )
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS
@@ -351,6 +353,8 @@ class LocalEngine:
         else:
             self._exit.enter_context(mock_aws(config=MOTO_CONFIG))
         self._exit.enter_context(routed_lambdas(self.router))
+        # each invocation sets its function's metrics namespace (moto_lambda): put back the caller's
+        self._exit.callback(restore_metrics_namespaces, metrics_namespaces())
         self._exit.enter_context(serialized_dynamodb_writes())
         if self.contention is not None:
             from fanout.local.dynamodb_contention import dynamodb_contention
@@ -389,7 +393,7 @@ class LocalEngine:
         try:
             for workflow in self.workflows:
                 template = self.app.template(workflow)
-                self.stacks[workflow] = self._deploy(template)
+                self.stacks[workflow] = self._deploy(template, (self.app.workflow_scopes or {}).get(workflow))
                 self.deployments[workflow] = self._resolve_outputs(workflow, template)
         except BaseException:  # nothing patched or mocked outlives a failed deployment
             self.__exit__(None, None, None)
@@ -451,7 +455,11 @@ class LocalEngine:
             os.environ[key] = value
 
     # ------------------------------------------------------------ "deployment"
-    def _deploy(self, template: Mapping[str, Any]) -> LocalStack:
+    def _deploy(self, template: Mapping[str, Any], scope: frozenset[str] | None = None) -> LocalStack:
+        """Create the template's resources. ``scope`` (another app): the logical ids of the
+        resources of the workflow run; the kit's functions of other constructs of the same stack are created but
+        their variables stay out of this process's shared environment (each construct has its own
+        status table): only this workflow's functions run in-process."""
         local = LocalStack()
         refs, attrs = local_names(template, self.region)
         for lid in resources_of_type(template, "AWS::SQS::Queue"):
@@ -488,6 +496,7 @@ class LocalEngine:
                 self._register_sandboxed(lid, props, env, code_dir, template, resolve)
                 local.environment.update({k: v for k, v in env.items() if k not in local.environment})
                 continue
+            in_scope = scope is None or lid in scope
             if METRICS_NAMESPACE_ENV not in env and is_kit_handler(props["Handler"]):
                 raise StackDefect(
                     f"function {lid} ({props['Handler']}) is the kit's but its template has no "
@@ -495,7 +504,7 @@ class LocalEngine:
                     "(SchemaValidationError: Must contain a metric namespace); build it with KitFunction, "
                     "which sets it"
                 )
-            for key, value in env.items():
+            for key, value in env.items() if in_scope else ():
                 if key in PER_FUNCTION_ENV:
                     continue
                 local.environment[key] = value

@@ -185,6 +185,20 @@ class RuntimeReported(Exception):
 METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 
 
+def metrics_namespaces() -> tuple[str | None, ...] | None:
+    """The kit's Metrics objects' namespaces (to put back after a run), or None if not loaded."""
+    observability = sys.modules.get("fanout_common.observability")
+    if observability is None:
+        return None
+    return observability.metrics.namespace, observability.ledger_metrics.namespace
+
+
+def restore_metrics_namespaces(saved: tuple[str | None, ...] | None) -> None:
+    observability = sys.modules.get("fanout_common.observability")
+    if observability is not None and saved is not None:
+        observability.metrics.namespace, observability.ledger_metrics.namespace = saved
+
+
 def use_metrics_namespace(namespace: str | None) -> None:
     """The kit's Powertools Metrics objects take this invocation's function's namespace, as a
     fresh Lambda environment would read it from the function's own variables at import (in this
@@ -228,7 +242,7 @@ class LocalFunction:
     timeout_s: int = 30
     code_dir: Path | None = None  # the function's synthesized code asset (None: inline code)
     sandboxed: bool = False  # the app's own function: run in its own process (fanout/local/sandbox.py)
-    environment: dict[str, str] = field(default_factory=dict)  # its template's variables
+    environment: dict[str, str] | None = None  # its template's variables (None: not from a template)
 
 
 @dataclass
@@ -332,7 +346,8 @@ class LambdaRouter:
                 result = json.loads(payload)
             else:
                 handler = self._handler(fn)
-                use_metrics_namespace(fn.environment.get(METRICS_NAMESPACE_ENV))
+                if fn.environment is not None:
+                    use_metrics_namespace(fn.environment.get(METRICS_NAMESPACE_ENV))
                 result = handler(event, context)
                 try:
                     payload = json.dumps(result)

@@ -41,6 +41,8 @@ class SynthesizedApp:
     # workflow -> its outputs' values (intrinsics) found in the assembly's metadata
     # (fanout/local/app_source.py); None: the template's Outputs
     workflow_outputs: dict[str, dict[str, Any]] | None = None
+    # workflow -> the logical ids of the resources under the workflow's construct (another app)
+    workflow_scopes: dict[str, frozenset[str]] | None = None
 
     def template(self, workflow: str) -> dict[str, Any]:
         return self.templates[self.workflow_stacks[workflow]]
