@@ -54,10 +54,12 @@ def check_size(execution_input: Any, label: str) -> str:
 
 
 def validate(workflow: str, execution_input: Any, cfg: Any, name: str | None, label: str) -> dict[str, Any]:
-    """The workflow's own input validation (the same pure code its first state runs) and the size
-    limit, so a bad input is refused here instead of failing an execution."""
+    """The size limit and the workflow's own input validation (the same pure code its first state
+    runs, with the workflow's input cap, ``fanout_common.limits``), so a bad input is refused here
+    instead of failing an execution."""
     from fanout_common.errors import InvalidInput
 
+    check_size(execution_input, label)  # AWS's own limit first; the workflow's cap is below it
     try:
         if workflow == "parallel":
             from fanout_common.validation import validate_batch_input
@@ -71,5 +73,4 @@ def validate(workflow: str, execution_input: Any, cfg: Any, name: str | None, la
             )
     except InvalidInput as exc:
         raise CliError(f"input file {label}: {exc}") from None
-    check_size(execution_input, label)
     return normalized

@@ -121,7 +121,9 @@ def _item_processor(
         result_path=sfn.JsonPath.DISCARD,
     )
     dead_letter.add_retry(**retry_props(dlq_send_retry, SQS_TRANSIENT_ERRORS))
-    dead_letter.add_catch(send_failed, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
+    # The send's error is discarded (in the history): a second Cause next to the items and the
+    # task's Cause could outgrow 256 KiB; the Fail state reports the task's Cause.
+    dead_letter.add_catch(send_failed, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
     process.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
     return process
 

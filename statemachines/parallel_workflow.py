@@ -5,7 +5,7 @@ Shape (JSONPath, no variables)::
     ValidateInput ─▶ ReadBatchStatus ─▶ BatchRecorded? ─▶ BatchAlreadyFinal?
                        SUCCEEDED ─▶ AlreadyFinalized (end) · FAILED, not a redrive ─▶ DuplicateOfFailedBatch (Fail)
                  ─▶ RunTasks (Parallel: one branch per task, siblings never cancelled)
-                       branch T: Run T? ─▶ Run T ──(Retry; Catch States.ALL)──▶ DeadLetter T ─▶ T failed
+                       branch T: Run T? ─▶ Input T ─▶ Run T ──(Retry; Catch States.ALL)──▶ DeadLetter T ─▶ T failed
                                     └──▶ Skip T (redrive only)
                  ─▶ AllTasksSucceeded? ── every branch SUCCEEDED/SKIPPED ─▶ UpdateFinalStatus ─▶ (end)
                                         └ otherwise ─▶ CountFailedTasks ─▶ RecordBatchFailure ─▶ BatchFailed (Fail)
@@ -13,6 +13,12 @@ Shape (JSONPath, no variables)::
 A branch whose task exhausted its retries ends *successfully* with ``{"status": "FAILED"}`` after the
 DLQ send, so its siblings keep running; the decision after the Parallel state reads those markers
 (fail-closed: UpdateFinalStatus needs positive evidence that every branch succeeded).
+
+Payload budget (``fanout_common.limits``, checked by ``statemachines/payload_budget.py``): a branch
+starts with the whole state, but ``Input T`` keeps only the ids and T's own payload before T runs,
+so the error its Catch merges (a Cause of up to 32,768 characters) never lands next to the other
+tasks' payloads; the DLQ send's and the failure record's Catches discard their error; the
+SUCCEEDED marker does not carry the task's output.
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ def _branch(
     scope: Construct, spec: WorkflowTask, dlq_send_retry: RetrySettings, dlq: sqs.IQueue
 ) -> sfn.IChainable:
     name = spec.name
+    own_input = sfn.Pass(
+        scope,
+        f"Input {name}",
+        comment=f"Keeps the ids and {name}'s own payload: a failure's error is merged into this, "
+        "never into the whole execution input",
+        parameters={"batchId.$": "$.batchId", "redriveOf.$": "$.redriveOf", "input.$": f"$.tasks.{name}"},
+    )
     run = invoke(
         scope,
         f"Run {name}",
@@ -61,12 +74,13 @@ def _branch(
         {
             "batchId.$": "$.batchId",
             "task": name,
-            "input.$": f"$.tasks.{name}",
+            "input.$": "$.input",
             "attempt.$": "$$.State.RetryCount",
             "executionArn.$": "$$.Execution.Id",
         },
         comment=spec.description,
-        result_selector={"task": name, "status": SUCCEEDED, "output.$": "$.Payload"},
+        # The marker only: the task's output stays in the history (TaskSucceeded), not in the state.
+        result_selector={"task": name, "status": SUCCEEDED},
     )
     add_task_retries(run, spec)
 
@@ -77,8 +91,9 @@ def _branch(
     not_dead_lettered = sfn.Pass(
         scope,
         f"{name} failed, DLQ send failed",
-        comment="The DLQ send exhausted its retries: the context stays in this execution's history",
-        parameters={**failed_marker, "deadLettered": False, "dlqError.$": "$.dlqFailure.Error"},
+        comment="The DLQ send exhausted its retries: the context and the send's error stay in this "
+        "execution's history",
+        parameters={**failed_marker, "deadLettered": False},
     )
     dead_letter = tasks.SqsSendMessage(
         scope,
@@ -89,7 +104,7 @@ def _branch(
             {
                 "batchId.$": "$.batchId",
                 "task": name,
-                "input.$": f"$.tasks.{name}",
+                "input.$": "$.input",
                 "error.$": "$.failure.Error",
                 "cause.$": "$.failure.Cause",
                 "executionArn.$": "$$.Execution.Id",
@@ -106,7 +121,9 @@ def _branch(
         result_path=sfn.JsonPath.DISCARD,
     )
     dead_letter.add_retry(**retry_props(dlq_send_retry, SQS_TRANSIENT_ERRORS))
-    dead_letter.add_catch(not_dead_lettered, errors=[sfn.Errors.ALL], result_path="$.dlqFailure")
+    # Its error is not kept (a second Cause next to the task's could outgrow 256 KiB): the
+    # history has it, in DeadLetter T's TaskFailed event.
+    dead_letter.add_catch(not_dead_lettered, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
     run.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
 
     skip = sfn.Pass(
@@ -117,7 +134,7 @@ def _branch(
     )
     return (
         sfn.Choice(scope, f"Run {name}?")
-        .when(sfn.Condition.is_present(f"$.tasks.{name}"), run)
+        .when(sfn.Condition.is_present(f"$.tasks.{name}"), own_input.next(run))
         .otherwise(skip)
     )
 

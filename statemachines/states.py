@@ -153,7 +153,8 @@ def finalize_or_fail(
     )
     record.add_retry(**retry_props(status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
     # The batch already SUCCEEDED (another run finalized it): keep that record, still fail this run.
-    record.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path="$.recordFailure")
+    # (Its error is discarded: a Cause next to the whole batch state could outgrow 256 KiB.)
+    record.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path=sfn.JsonPath.DISCARD)
     record.next(batch_failed)
     return update, record
 

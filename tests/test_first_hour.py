@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES
 from tests.conftest import ROOT
 
 KIT_PARTS = ("app.py", "cdk.json", "fanout", "stacks", "statemachines", "lambdas", "examples")
@@ -81,6 +82,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         "array.json": [PARALLEL],
         "null.json": None,
         "300kb.json": {**PARALLEL, "tasks": {**PARALLEL["tasks"], "ReserveInventory": {"pad": "x" * 300_000}}},
+        "200kb.json": {**PARALLEL, "tasks": {**PARALLEL["tasks"], "ReserveInventory": {"pad": "x" * 200_000}}},
         "unknown-task.json": {**PARALLEL, "tasks": {**PARALLEL["tasks"], "ShipParcel": {}}},
     }
     for name, data in files.items():
@@ -103,6 +105,9 @@ BAD_RUNS = {
     "input file missing": (["run", "no-such-file.json"], 2, "input file no-such-file.json: No such file"),
     "unknown task": (["run", "{unknown-task.json}"], 2, "tasks.ShipParcel: unknown task"),
     "input over 256 KiB": (["run", "{300kb.json}"], 2, "more than the 262144 bytes (256 KiB)"),
+    # under AWS's limit, over the Parallel workflow's cap (fanout_common.limits)
+    "input over the Parallel cap": (
+        ["run", "{200kb.json}"], 2, f"bytes of JSON, over the {PARALLEL_INPUT_MAX_BYTES:,}-byte cap"),
     "map input to the parallel workflow": (["run", "examples/map-batch.json"], 2, "items: unknown field"),
     "--manifest without --workflow map": (
         ["run", "examples/batch.json", "--manifest", "examples/manifest.csv"], 2, "needs --workflow map"),

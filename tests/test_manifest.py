@@ -168,3 +168,9 @@ def test_prepare_batch_refuses_a_manifest_over_the_size_limit_before_reading_it(
             assert prepare_map_batch.handler(event, context)["total"] == 2
         finally:
             prepare_map_batch._s3.cache_clear()
+def test_an_input_over_the_map_cap_is_refused_in_one_line():
+    from fanout_common.limits import MAP_INPUT_MAX_BYTES
+
+    event = {"batchId": "big", "items": [{"blob": "x" * MAP_INPUT_MAX_BYTES}]}
+    with pytest.raises(InvalidInput, match=f"^input: .* over the {MAP_INPUT_MAX_BYTES:,}-byte cap; .*S3 manifest"):
+        v(event)

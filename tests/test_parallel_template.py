@@ -58,7 +58,7 @@ def test_dlq_send_is_a_direct_retried_sqs_integration_with_full_context(env):
         assert send["Parameters"]["QueueUrl"].endswith(f"/{queue_id}")
         body = send["Parameters"]["MessageBody"]
         assert body["batchId.$"] == "$.batchId" and body["task"] == task.name
-        assert body["input.$"] == f"$.tasks.{task.name}"
+        assert body["input.$"] == "$.input"  # the branch's own payload, kept by Input T
         assert (body["error.$"], body["cause.$"]) == ("$.failure.Error", "$.failure.Cause")
         assert body["executionArn.$"] == "$$.Execution.Id"
         assert send["Retry"][0]["MaxAttempts"] == cfg.dlq_send_retry.max_attempts
@@ -68,6 +68,28 @@ def test_dlq_send_is_a_direct_retried_sqs_integration_with_full_context(env):
         assert dead["Type"] == "Pass" and dead["Parameters"]["status"] == "FAILED"
         lost = states[send["Catch"][0]["Next"]]
         assert lost["Parameters"]["status"] == "FAILED" and lost["Parameters"]["deadLettered"] is False
+
+
+def test_each_branch_keeps_only_its_own_payload_before_its_task_runs(env):
+    """The Catch merges an error (a Cause of up to 32,768 characters) into the branch state: that
+    state holds the ids and the task's own payload, never the whole execution input; nothing
+    after the DLQ send keeps a second error; the SUCCEEDED marker carries no task output."""
+    cfg, _, asl = env
+    states = asl_graph.all_states(asl)
+    for task in cfg.tasks:
+        choice = states[f"Run {task.name}?"]
+        assert [c["Next"] for c in choice["Choices"]] == [f"Input {task.name}"]
+        own = states[f"Input {task.name}"]
+        assert own["Type"] == "Pass" and own["Next"] == f"Run {task.name}"
+        assert own["Parameters"] == {
+            "batchId.$": "$.batchId", "redriveOf.$": "$.redriveOf", "input.$": f"$.tasks.{task.name}",
+        }
+        run = states[f"Run {task.name}"]
+        assert run["Parameters"]["Payload"]["input.$"] == "$.input"
+        assert run["ResultSelector"] == {"task": task.name, "status": "SUCCEEDED"}
+        send = states[f"DeadLetter {task.name}"]
+        assert [c.get("ResultPath", "$") for c in send["Catch"]] == [None]
+    assert states["RecordBatchFailure"]["Catch"][0]["ResultPath"] is None
 
 
 def test_no_lambda_sits_between_a_task_and_the_dlq(env):
@@ -137,8 +159,8 @@ def test_a_duplicate_start_reads_the_status_record_before_any_task(env):
 def test_happy_path_transitions_counted_from_the_asl(env):
     cfg, _, asl = env
     # ValidateInput, ReadBatchStatus, BatchRecorded?, RunTasks, AllTasksSucceeded?,
-    # UpdateFinalStatus + (Choice, Task) per task
-    assert asl_graph.happy_path_transitions(asl) == 6 + 2 * len(cfg.tasks)
+    # UpdateFinalStatus + (Choice, Input Pass, Task) per task
+    assert asl_graph.happy_path_transitions(asl) == 6 + 3 * len(cfg.tasks)
 
 
 def test_storage_settings_per_environment(env):

@@ -127,3 +127,34 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
     after = next(line for line in lines if line["message"] == "next function")
     assert inside["task_id"] == "NotifyCustomer" and inside["attempt"] == 3
     assert "task_id" not in after and "attempt" not in after
+
+
+def test_an_input_over_the_parallel_cap_is_refused_in_one_line_naming_the_cap():
+    from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES, payload_size
+
+    event = {"batchId": "big", "tasks": {"ReserveInventory": {}, "ChargePayment": {"note": ""}}}
+    event["tasks"]["ChargePayment"]["note"] = "x" * (PARALLEL_INPUT_MAX_BYTES - payload_size(event))
+    assert validate_batch_input(event, TASKS)["tasks"] == event["tasks"]  # exactly the cap passes
+    event["tasks"]["ChargePayment"]["note"] += "é"  # 2 bytes in UTF-8: the cap counts bytes
+    with pytest.raises(InvalidInput) as raised:
+        validate_batch_input(event, TASKS)
+    message = str(raised.value)
+    assert message.startswith(f"input: {PARALLEL_INPUT_MAX_BYTES + 2:,} bytes of JSON, over the ")
+    assert f"{PARALLEL_INPUT_MAX_BYTES:,}-byte cap" in message and "\n" not in message
+
+
+def test_a_task_output_over_its_cap_fails_the_task_as_not_retryable():
+    """Past 256 KiB the Invoke connector's output fails the whole execution (not catchable): the
+    wrapper refuses a large output first, so the task is dead-lettered instead."""
+    from fanout_common import worker
+    from fanout_common.limits import TASK_OUTPUT_MAX_BYTES
+
+    @worker.task_handler
+    def handler(task):
+        return {"blob": "x" * TASK_OUTPUT_MAX_BYTES}
+
+    class Ctx:
+        function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "f", 128, "arn", "r"
+
+    with pytest.raises(worker.NonRetryableTaskError, match=f"Demo output: .* over the {TASK_OUTPUT_MAX_BYTES:,}-byte cap"):
+        handler({"batchId": "b", "task": "Demo", "input": {}, "attempt": 0}, Ctx())

@@ -15,6 +15,10 @@ What the local run adapts, all here and all visible:
   (``fanout/local/iam.py``); moto itself enforces no IAM.
 * Definitions are adapted where moto cannot parse them: ``fanout/local/adapt.py`` (notes kept in
   ``engine.adaptations``); emulator bugs are fixed in ``fanout/local/moto_fixes.py``.
+* Payload limit: every state's input (also after Parameters) and output, and every connector's
+  output, is held to AWS's 262,144 bytes; past it the execution fails with the terminal
+  ``States.DataLimitExceeded``, which ``States.ALL`` does not catch (``fanout/local/payload_limits.py``;
+  ``engine.payload_violations`` lists each).
 * Optionally (``dynamodb_contention=ContentionModel(...)``), DynamoDB write contention as DynamoDB
   has it and moto does not: ``fanout/local/dynamodb_contention.py``.
 
@@ -61,6 +65,7 @@ from fanout.local.moto_fixes import (
     iterative_map_workers,
     serialized_dynamodb_writes,
 )
+from fanout.local.payload_limits import enforced_payload_limits
 from fanout.local.moto_lambda import (
     METRICS_NAMESPACE_ENV,
     RUNTIME_NAMES,
@@ -335,6 +340,7 @@ class LocalEngine:
         # Lambda (fanout/local/sandbox.py); sandbox=False runs them in this process.
         self.sandbox = sandbox
         self.sandboxes: Any = None
+        self.payload_violations: list[Any] = []  # payload_limits.Violation: states over 256 KiB
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -365,6 +371,7 @@ class LocalEngine:
         self._exit.enter_context(distributed_map_children(self.map_children))
         self._exit.enter_context(aws_sdk_integration_casing())
         self._exit.enter_context(cached_json_paths())
+        self._exit.enter_context(enforced_payload_limits(self.payload_violations))
         if self.record_calls:
             from fanout.local.iam import CallRecorder
 

@@ -17,6 +17,7 @@ from typing import Any
 from . import json_stream
 from .errors import InvalidInput
 from .json_stream import READ_CHUNK_BYTES
+from .limits import MAP_INPUT_MAX_BYTES, over_cap_message, payload_size
 from .validation import BATCH_ID_PATTERN, EXECUTION_ARN_PATTERN, _type_name
 
 ALLOWED_FIELDS = ("batchId", "items", "manifest", "redriveOf")
@@ -45,6 +46,15 @@ def validate_map_input(
         for f in event
         if f not in ALLOWED_FIELDS
     ]
+    size = payload_size(event)
+    if size > MAP_INPUT_MAX_BYTES:
+        problems.append(
+            over_cap_message(
+                "input", size, MAP_INPUT_MAX_BYTES,
+                "PrepareBatch receives the input with the execution name within 256 KiB: put the "
+                "items in an S3 manifest",
+            )
+        )
     batch_id = event.get("batchId", execution_name)
     if not isinstance(batch_id, str) or not BATCH_ID_PATTERN.match(batch_id):
         problems.append(

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import InvalidInput
+from .limits import PARALLEL_INPUT_MAX_BYTES, over_cap_message, payload_size
 
 ALLOWED_FIELDS = ("batchId", "tasks", "redriveOf")
 BATCH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")
@@ -48,6 +49,15 @@ def validate_batch_input(
             f'{{"tasks": {{"{known[0] if known else "TaskName"}": {{}}}}}}, got {_type_name(event)}'
         )
     problems: list[str] = []
+    size = payload_size(event)
+    if size > PARALLEL_INPUT_MAX_BYTES:
+        problems.append(
+            over_cap_message(
+                "input", size, PARALLEL_INPUT_MAX_BYTES,
+                "a failed task's error must still fit next to its payload in 256 KiB: pass large "
+                "payloads by reference (an S3 key)",
+            )
+        )
     for field in event:
         if field not in ALLOWED_FIELDS:
             problems.append(f"{field}: unknown field; allowed fields are {', '.join(ALLOWED_FIELDS)}")

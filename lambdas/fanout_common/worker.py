@@ -22,6 +22,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from .errors import NonRetryableTaskError, RetryableTaskError
+from .limits import TASK_OUTPUT_MAX_BYTES, over_cap_message, payload_size
 from .metric_names import TASK_FAILED_METRIC, TASK_RETRIED_METRIC, TASK_SUCCEEDED_METRIC
 from .observability import MetricUnit, logger, metrics, tracer
 from .simulation import MODES, SIMULATE_KEY
@@ -105,6 +106,20 @@ def raise_simulated_failure(event: TaskEvent) -> None:
         raise RetryableTaskError(f"simulated transient failure of {where}")
 
 
+def check_output_size(task: TaskEvent, output: Any) -> None:
+    """An output over TASK_OUTPUT_MAX_BYTES would fail the whole execution with
+    States.DataLimitExceeded (no Catch runs): fail the task instead, not retryable (its work ran;
+    running it again returns the same output), so it is dead-lettered with its context."""
+    size = payload_size(output)
+    if size > TASK_OUTPUT_MAX_BYTES:
+        raise NonRetryableTaskError(
+            over_cap_message(
+                f"{task.task} output", size, TASK_OUTPUT_MAX_BYTES,
+                "return a reference to large results (an S3 key), not the data",
+            )
+        )
+
+
 def task_handler(
     logic: Callable[[TaskEvent], dict[str, Any]],
 ) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
@@ -128,6 +143,7 @@ def task_handler(
             try:
                 raise_simulated_failure(task)
                 output = logic(task)
+                check_output_size(task, output)
             except Exception as exc:
                 metrics.add_metric(name=TASK_FAILED_METRIC, unit=MetricUnit.Count, value=1)
                 logger.warning("task failed", extra={"error": type(exc).__name__})
