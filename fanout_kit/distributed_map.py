@@ -5,7 +5,6 @@ threshold). The batch data bucket holds the manifests and the map runs' results.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +31,7 @@ from fanout_kit.settings import (
     check_type,
 )
 from fanout_kit.workflow import FanOutWorkflow
+from fanout_common.limits import MAP_INPUT_MAX_BYTES
 from statemachines.express_budget import check_express_children
 from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
 
@@ -62,11 +62,19 @@ EXPRESS_BUDGET_FIX = (
 )
 
 
+RESULT_WRITER_V2_FLAG = "@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2"
+PAYLOAD_BUDGET_FIX = (
+    "a failed child holds map.items_per_batch items of map.max_item_bytes and the error (a Cause of "
+    "up to 32,768 characters): lower items_per_batch or max_item_bytes"
+)
+
+
 class DistributedMapFanOut(FanOutWorkflow):
     """The Distributed Map fan-out workflow. Read-only attributes: ``state_machine``,
     ``dead_letter_queue``, ``status_table``, ``data_bucket``, ``update_final_status``,
     ``prepare_batch``, ``forward_failed_items``, ``alarm_topic`` (None without alarms), ``alarms``,
-    ``failure_guard``, ``child_worst_case_seconds`` (EXPRESS children: worst case per Map state)."""
+    ``failure_guard``, ``child_worst_case_seconds`` (EXPRESS children: worst case per Map state),
+    ``worst_case_state_bytes`` (the largest state's worst-case payload, checked at synth)."""
 
     workflow = "map"
 
@@ -154,6 +162,11 @@ class DistributedMapFanOut(FanOutWorkflow):
         )
         dlq.grant_send_messages(self.forward_failed_items)
 
+        # CDK renders the Map's ResultWriter (ResultWriterV2) only under this feature flag; an app
+        # without it would get no ResultWriter: the Map's output would be every child's output
+        # (States.DataLimitExceeded) and ForwardFailedItems would find no results. Set for the
+        # workflow's states whatever the app's cdk.json says (payload budget: checked at synth).
+        self.states_scope.node.set_context(RESULT_WRITER_V2_FLAG, True)
         definition = build_map_workflow(
             self.states_scope,
             run=MapRunSettings(
@@ -188,6 +201,9 @@ class DistributedMapFanOut(FanOutWorkflow):
             existing_alarm_topic=existing_alarm_topic,
         )
         self.child_worst_case_seconds = self._check_express_budget()
+        self.worst_case_state_bytes = self._check_payload_budget(
+            MAP_INPUT_MAX_BYTES, map_item_bytes=map.max_item_bytes, fix=PAYLOAD_BUDGET_FIX
+        )
         self._grant_read_map_runs()
         acknowledge_map_workflow(
             Stack.of(self), self.state_machine, self.state_machine.role, bucket, self.prepare_batch,
@@ -195,13 +211,6 @@ class DistributedMapFanOut(FanOutWorkflow):
             map_run_policy=self.map_run_policy, forward_function=self.forward_failed_items,
         )
         self._seal()
-
-    def _definition(self) -> dict:
-        """The state machine's ASL as it deploys (tokens such as ARNs replaced by a placeholder)."""
-        resolved = Stack.of(self).resolve(self.state_machine.node.default_child.definition_string)
-        if isinstance(resolved, dict) and "Fn::Join" in resolved:
-            resolved = "".join(p if isinstance(p, str) else "TOKEN" for p in resolved["Fn::Join"][1])
-        return json.loads(resolved)
 
     def _check_express_budget(self) -> dict[str, float]:
         """Refuse at synth an EXPRESS child that could outlast AWS's 5-minute Express limit

@@ -21,6 +21,7 @@ from fanout_kit.functions import KitFunction
 from fanout_kit.settings import TASK_NAME, AlarmThresholds, ResourceSettings, WorkflowRetries, check_type
 from fanout_kit.workflow import FanOutWorkflow
 from statemachines.checks import ConfigError
+from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES
 from statemachines.parallel_workflow import build_parallel_workflow
 from statemachines.retry_policy import RetrySettings
 from statemachines.states import WorkflowTask
@@ -149,5 +150,9 @@ class ParallelFanOut(FanOutWorkflow):
             log_group_name=log_group_name,
             alarms=alarms,
             existing_alarm_topic=existing_alarm_topic,
+        )
+        self.worst_case_state_bytes = self._check_payload_budget(
+            PARALLEL_INPUT_MAX_BYTES,
+            fix="each task adds its FAILED marker (its error name) to the outcome: use fewer tasks per workflow",
         )
         self._seal()

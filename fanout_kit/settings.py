@@ -130,7 +130,9 @@ class MapSettings:
     max_concurrency: int = 100  # Distributed Map MaxConcurrency (children at once)
     items_per_batch: int = 20  # ItemBatcher MaxItemsPerBatch: items per child Lambda invoke
     child_execution_type: str = "EXPRESS"  # EXPRESS (cheap, at-least-once, 5 min) or STANDARD
-    max_item_bytes: int = 8192  # one item, as JSON, at most this many bytes
+    # One item, as JSON, at most this many bytes. A failed child holds items_per_batch of them and
+    # the error within 256 KiB (checked at synth: statemachines/payload_budget.py); 20 x 8192 is over.
+    max_item_bytes: int = 6144
     max_inline_items: int = 1000  # more than this must come as an S3 manifest
     results_retention_days: int = 30  # lifecycle of manifests and ResultWriter output in S3
     failure_threshold: int = 0  # items that may fail (or time out, or abort) and still finalize

@@ -4,6 +4,7 @@ guard, alarms and dashboard. ParallelFanOut and DistributedMapFanOut add their o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +32,7 @@ from fanout_kit.storage import checked_overrides
 from fanout_kit.workflow_alarms import WorkflowAlarms
 from fanout_kit.workflow_state_machine import WorkflowStateMachine
 from statemachines.checks import ConfigError, whole_number
+from statemachines.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
 
 
 def stack_unique_suffix(stack: Stack) -> str:
@@ -166,6 +168,28 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
             )
             self.alarm_topic = self.alarms.topic
         record_workflow(self, self.workflow, self._discovered_outputs())  # for the local engine (any app)
+
+    def _definition(self) -> dict:
+        """The state machine's ASL as it deploys (tokens such as ARNs replaced by a placeholder)."""
+        resolved = Stack.of(self).resolve(self.state_machine.node.default_child.definition_string)
+        if isinstance(resolved, dict) and "Fn::Join" in resolved:
+            resolved = "".join(p if isinstance(p, str) else "TOKEN" for p in resolved["Fn::Join"][1])
+        return json.loads(resolved)
+
+    def _check_payload_budget(self, input_cap: int, *, map_item_bytes: int | None = None, fix: str = "") -> int:
+        """Refuse at synth a workflow where a state can exceed AWS's 256 KiB payload limit in the
+        worst case (statemachines/payload_budget.py; PayloadBudgetError, a ConfigError). Returns
+        the largest worst-case state size in bytes."""
+        budget = Budget(
+            execution_input=Leaf(input_cap),
+            function_output=kit_function_outputs(input_cap=input_cap),
+            map_item_bytes=map_item_bytes,
+        )
+        try:
+            payload_budget(self._definition(), budget)
+        except PayloadBudgetError as exc:
+            raise PayloadBudgetError(f"{exc}; {fix}" if fix else str(exc)) from None
+        return max(s.worst for s in budget.sizes)
 
     def add_outputs(self) -> None:
         """CloudFormation outputs the `fanout` command line reads (status, watch, dlq)."""

@@ -194,7 +194,7 @@ def test_distributed_map_fan_out_alone_with_an_existing_bucket():
     fanout = DistributedMapFanOut(
         stack, "Images",
         worker=FanOutTask("ResizeImages", user_function(stack, "ResizeFn", timeout=20)),
-        map=MapSettings(items_per_batch=50, max_concurrency=200, failure_threshold=2),
+        map=MapSettings(items_per_batch=50, max_item_bytes=2048, max_concurrency=200, failure_threshold=2),
         existing_data_bucket=bucket,
     )
     template = Template.from_stack(stack)
@@ -222,6 +222,30 @@ def test_distributed_map_fan_out_refuses_an_express_child_over_five_minutes_nami
     # STANDARD children have no such limit
     DistributedMapFanOut(bare_stack("Other"), "Images", map=MapSettings(child_execution_type="STANDARD"),
                          worker=FanOutTask("ResizeImages", user_function(bare_stack("Fn"), "ResizeFn", timeout=120)))
+
+
+def test_a_map_child_that_could_outgrow_256_kib_is_refused_at_synth_naming_the_settings():
+    """20 items of 8 KiB and a failed child's error (a Cause of up to 32,768 characters) can be
+    over AWS's payload limit: States.DataLimitExceeded, which no Catch catches."""
+    stack = bare_stack()
+    worker = FanOutTask("ResizeImages", user_function(stack, "ResizeFn", timeout=20))
+    with pytest.raises(ConfigError) as err:
+        DistributedMapFanOut(stack, "Images", worker=worker, map=MapSettings(items_per_batch=20, max_item_bytes=8192))
+    message = str(err.value)
+    assert "ProcessItems JSON/items/DeadLetter items (JSON)' can reach 2" in message
+    assert "over AWS's 262,144-byte limit" in message and message.endswith("lower items_per_batch or max_item_bytes")
+    fits = DistributedMapFanOut(bare_stack("Other"), "Images", map=MapSettings(items_per_batch=20, max_item_bytes=6144),
+                                worker=FanOutTask("ResizeImages", user_function(bare_stack("Fn"), "ResizeFn", timeout=20)))
+    assert fits.worst_case_state_bytes <= 262_144
+
+
+def test_a_parallel_workflow_whose_outcome_could_outgrow_256_kib_is_refused_at_synth():
+    """Each task adds its FAILED marker (with an error name of up to 256 characters) to the state
+    that holds the whole input: a few hundred tasks cannot fit next to a full-size input."""
+    stack = bare_stack()
+    tasks = [FanOutTask(f"T{i}", user_function(stack, f"Fn{i}")) for i in range(120)]
+    with pytest.raises(ConfigError, match="over AWS's 262,144-byte limit .*use fewer tasks per workflow"):
+        ParallelFanOut(stack, "Orders", tasks=tasks)
 
 
 def test_completion_ledger_alone_with_the_sqs_intake_only():

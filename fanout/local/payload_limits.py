@@ -29,6 +29,7 @@ Each violation is appended to ``violations`` (state, what, bytes), for tests.
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import threading
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fanout_common.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
+from fanout_common.limits import STATE_PAYLOAD_LIMIT_BYTES
 
 DATA_LIMIT_EXCEEDED = "States.DataLimitExceeded"
 _PARSER = "moto.stepfunctions.parser.asl.component."
@@ -56,7 +57,14 @@ class Violation:
 
 
 def _size(value: Any) -> int:
-    return len(value.encode("utf-8")) if isinstance(value, str) else payload_size(value)
+    """Compact UTF-8 JSON bytes, as AWS counts them; timestamps in service results (datetime
+    objects inside moto) as moto writes them."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    from moto.stepfunctions.parser.asl.utils.encoding import _DateTimeEncoder
+
+    text = json.dumps(value, cls=_DateTimeEncoder, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8"))
 
 
 def _data_limit_exception(env: Any, state: str, what: str, size: int) -> Exception:

@@ -29,10 +29,10 @@ CAUSE_MAX_BYTES = CAUSE_MAX_CHARACTERS * BYTES_PER_CHARACTER_WORST  # 98,304
 ERROR_MAX_BYTES = ERROR_MAX_CHARACTERS * BYTES_PER_CHARACTER_WORST  # 768
 
 # The execution input of the Parallel workflow (all task payloads together), as JSON bytes. The
-# largest that keeps every state of the workflow under the limit with a full-size Cause merged
-# in (a failed task's branch holds its payload and the error; its DLQ message carries both):
-# see ``python -m fanout.budget``.
-PARALLEL_INPUT_MAX_BYTES = 160_000
+# worst state is a failed task's DLQ send (its payload, a full-size Cause, the ids): with the
+# kit's definition, caps up to 159,571 bytes fit (``python -m fanout.budget`` prints the largest);
+# 150,000 keeps about 9.5 KB for fields added to the messages.
+PARALLEL_INPUT_MAX_BYTES = 150_000
 # The execution input of the Map workflow (inline items or a manifest reference): PrepareBatch
 # receives it wrapped with the execution name, and nothing after PrepareBatch carries it.
 MAP_INPUT_MAX_BYTES = 256_000
