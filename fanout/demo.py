@@ -169,7 +169,7 @@ def _read_app_manifest(path_text: str) -> tuple[str, bytes]:
 
 def _read_manifest(path_text: str, cfg: Any) -> tuple[str, bytes]:
     """(S3 key, body) of a --manifest file, checked with the PrepareBatch Lambda's own parser."""
-    from fanout_common.errors import InvalidInput
+    from fanout_runtime.errors import InvalidInput
     from fanout_common.manifest import _format_from_key, count_items, parse_manifest
 
     path = Path(path_text)

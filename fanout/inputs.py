@@ -57,7 +57,7 @@ def validate(workflow: str, execution_input: Any, cfg: Any, name: str | None, la
     """The size limit and the workflow's own input validation (the same pure code its first state
     runs, with the workflow's input cap, ``fanout_common.limits``), so a bad input is refused here
     instead of failing an execution."""
-    from fanout_common.errors import InvalidInput
+    from fanout_runtime.errors import InvalidInput
 
     check_size(execution_input, label)  # AWS's own limit first; the workflow's cap is below it
     try:

@@ -97,7 +97,10 @@ class DistributedMapFanOut(FanOutWorkflow):
         include_execution_data: bool = False,
         log_group_name: str | None = None,
         settings: ResourceSettings = ResourceSettings(),
+        runtime_layer: bool = True,
     ) -> None:
+        """``runtime_layer``: attach the kit's runtime layer (``fanout_runtime``: error classes,
+        event definitions) to the worker's function (if created in this app)."""
         super().__init__(
             scope,
             construct_id,
@@ -111,6 +114,7 @@ class DistributedMapFanOut(FanOutWorkflow):
         )
         check_type("map", map, MapSettings)
         (child,) = workflow_tasks([worker], retries, prop="worker")
+        self._attach_runtime_layer(runtime_layer, [child.function])
         self.data_bucket: s3.IBucket = existing_data_bucket or BatchDataBucket(
             self, "BatchData", settings=settings, retention_days=map.results_retention_days
         ).bucket
@@ -211,6 +215,9 @@ class DistributedMapFanOut(FanOutWorkflow):
             map_run_policy=self.map_run_policy, forward_function=self.forward_failed_items,
         )
         self._seal()
+
+    def _output_values(self) -> dict[str, str]:
+        return {**super()._output_values(), "BatchBucketName": self.data_bucket.bucket_name}
 
     def _check_express_budget(self) -> dict[str, float]:
         """Refuse at synth an EXPRESS child that could outlast AWS's 5-minute Express limit

@@ -14,7 +14,7 @@ All of them count in the CompletionLedger table; the winner of a batch's decisio
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
@@ -29,13 +29,17 @@ from constructs import Construct
 
 from fanout_common.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
 from fanout_kit.discovery import record_workflow
+from fanout_kit.feature_flags import pin_feature_flags
 from fanout_kit.final_status_store import FinalStatusStore
 from fanout_kit.functions import METRICS_NAMESPACE, KitFunction, removal_policy
+from fanout_kit.layer import attach_runtime_layer
 from fanout_kit.ledger_table import LedgerTable
-from fanout_kit.nag import acknowledge_ledger_queue
+from fanout_kit.nag import acknowledge_ledger_queue, acknowledge_processing_invoke
+from fanout_kit.outputs import LEDGER_OUTPUTS
 from fanout_kit.read_only import ReadOnlyAttributes
 from fanout_kit.settings import AlarmThresholds, LedgerSettings, ResourceSettings, check_type
 from fanout_kit.storage import secure_queue
+from fanout_kit.workflow import emit_outputs
 from fanout_kit.workflow_alarms import alarm_topic
 from statemachines.checks import ConfigError
 
@@ -69,11 +73,18 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         alarms: AlarmThresholds = AlarmThresholds(),
         existing_alarm_topic: sns.ITopic | None = None,
         settings: ResourceSettings = ResourceSettings(),
+        runtime_layer: bool = True,
     ) -> None:
+        """``runtime_layer``: attach the kit's runtime layer (``fanout_runtime``: error classes,
+        event definitions) to ``processing_function`` (if created in this app)."""
         super().__init__(scope, construct_id)
+        pin_feature_flags(self)  # before any child: the same resources whatever the app's flags
         if processing_function is not None and not all(hasattr(processing_function, a) for a in ("function_name", "grant_invoke")):
             raise ConfigError(f"processing_function: must be a Lambda function (IFunction) or None, got {processing_function!r}")
         self.processing_function = processing_function
+        check_type("runtime_layer", runtime_layer, bool)
+        if runtime_layer and processing_function is not None:
+            attach_runtime_layer(processing_function)
         if not (sqs_intake or kinesis_intake):
             raise ConfigError("sqs_intake, kinesis_intake: at least one intake must be on")
         check_type("ledger", ledger, LedgerSettings)
@@ -106,6 +117,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             if fn is not None and processing_function is not None:
                 fn.add_environment("CHILD_FUNCTION_NAME", processing_function.function_name)
                 processing_function.grant_invoke(fn)
+                acknowledge_processing_invoke(fn.role, processing_function)
         for fn in consumers:
             self.ledger.grant_consume(fn)
             # The winner finalizes: invoke this one function (unqualified ARN only).
@@ -138,7 +150,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             targets=[targets.LambdaFunction(self.sweeper, retry_attempts=2)],
         )
         self._add_alarms(alarms, existing_alarm_topic)
-        record_workflow(self, "ledger", self._discovered_outputs())  # for the local engine (any app)
+        record_workflow(self, "ledger", self._output_values())  # for the local engine (any app)
         self._seal()
 
     def _add_sqs_intake(self, consumer_timeout: int) -> None:
@@ -280,25 +292,21 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         for alarm in (self.failed_batches_alarm, *self.dlq_alarms.values()):
             alarm.add_alarm_action(actions.SnsAction(self.alarm_topic))
 
-    def add_outputs(self) -> None:
-        """CloudFormation outputs the `fanout` command line reads."""
-        CfnOutput(self, "LedgerTableName", value=self.table.table_name)
-        CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
+    def _output_values(self) -> dict[str, str]:
+        """The outputs' values, by name: what ``add_outputs()`` emits and the discovery metadata
+        records (one list)."""
+        values = {"LedgerTableName": self.table.table_name, "AlarmTopicArn": self.alarm_topic.topic_arn}
         if self.child_queue is not None:
-            CfnOutput(self, "ChildQueueUrl", value=self.child_queue.queue_url)
+            values["ChildQueueUrl"] = self.child_queue.queue_url
         if self.stream is not None:
-            CfnOutput(self, "ChildStreamArn", value=self.stream.stream_arn)
-        CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
+            values["ChildStreamArn"] = self.stream.stream_arn
+        values["StatusTableName"] = self.status_table.table_name
+        return values
 
-    def _discovered_outputs(self) -> dict:
-        """What the local engine reads of this ledger (the names of ``add_outputs()``)."""
-        return {
-            "LedgerTableName": self.table.table_name,
-            "StatusTableName": self.status_table.table_name,
-            "ChildQueueUrl": self.child_queue.queue_url if self.child_queue is not None else None,
-            "ChildStreamArn": self.stream.stream_arn if self.stream is not None else None,
-            "AlarmTopicArn": self.alarm_topic.topic_arn,
-        }
+    def add_outputs(self) -> None:
+        """The CloudFormation outputs the `fanout` command line and the local engine read
+        (``fanout_kit.outputs``: LEDGER_OUTPUTS, each intake's, AlarmTopicArn)."""
+        emit_outputs(self, self._output_values(), LEDGER_OUTPUTS)
 
     def _queue(self, construct_id: str, *, visibility_seconds: int, purpose: str | None = None) -> sqs.Queue:
         queue = secure_queue(self, construct_id, settings=self.settings, visibility_seconds=visibility_seconds)

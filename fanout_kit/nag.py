@@ -20,6 +20,13 @@ def acknowledge(construct: IConstruct, rule: str, reason: str, finding: str | No
     Validations.of(construct).acknowledge(Acknowledgment(id=rule_id, reason=reason))
 
 
+def _in_finding(value: str, pseudo: str) -> str:
+    """How cdk-nag writes the stack's region or account in a finding: the literal of a stack with
+    an ``env``, the pseudo parameter (``<AWS::Region>``) of an env-agnostic one. (A token cannot go
+    into the acknowledgement's id: its key must resolve to a string at synth.)"""
+    return pseudo if Token.is_unresolved(value) else value
+
+
 XRAY_REASON = (
     "X-Ray trace submission (xray:PutTraceSegments, xray:PutTelemetryRecords"
     "{extra}) has no resource-level permissions, so Resource must be *"
@@ -59,6 +66,22 @@ def acknowledge_state_machine_role(role: IConstruct, invoked: list[lambda_.Funct
         )
 
 
+def acknowledge_processing_invoke(role: IConstruct, processing_function: IConstruct) -> None:
+    """A ledger consumer's grant to invoke the app's processing function (CDK's grant_invoke also
+    covers its versions and aliases, ``<fn>.Arn:*``)."""
+    stack = Stack.of(role)
+    if processing_function.node.default_child is None or Stack.of(processing_function) is not stack:
+        return  # imported, or from another stack: its finding is the app's to review
+    logical_id = stack.resolve(stack.get_logical_id(processing_function.node.default_child))
+    acknowledge(
+        role,
+        "IAM5",
+        f"lambda:InvokeFunction on the versions/aliases ({logical_id}.Arn:*) of the app's processing "
+        "function, which this ledger consumer invokes for each child, as CDK's grant_invoke grants it",
+        finding=f"Resource::<{logical_id}.Arn>:*",
+    )
+
+
 def acknowledge_dead_letter_queue(queue: IConstruct) -> None:
     acknowledge(
         queue,
@@ -74,8 +97,9 @@ def acknowledge_map_workflow(stack: Stack, state_machine: IConstruct, role: ICon
     """The Distributed Map's own grants: child executions of this state machine, map-run redrive,
     and the batch data bucket's objects (ItemReader reads manifests, ResultWriter writes results)."""
     sm_ref = stack.resolve(stack.get_logical_id(state_machine.node.default_child))
+    region, account = _in_finding(stack.region, "<AWS::Region>"), _in_finding(stack.account, "<AWS::AccountId>")
     execution = (
-        f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:execution:'
+        f'arn:<AWS::Partition>:states:{region}:{account}:execution:'
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
     )
     policy = state_machine.node.find_child("DistributedMapPolicy")
@@ -118,7 +142,7 @@ def acknowledge_map_workflow(stack: Stack, state_machine: IConstruct, role: ICon
             finding=f"Resource::<{bucket_ref}.Arn>/results/*",
         )
     map_run = (
-        f'arn:<AWS::Partition>:states:{stack.region}:<AWS::AccountId>:mapRun:'
+        f'arn:<AWS::Partition>:states:{region}:{account}:mapRun:'
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
     )
     for label in map_labels:

@@ -103,7 +103,10 @@ class ParallelFanOut(FanOutWorkflow):
         include_execution_data: bool = False,
         log_group_name: str | None = None,
         settings: ResourceSettings = ResourceSettings(),
+        runtime_layer: bool = True,
     ) -> None:
+        """``runtime_layer``: attach the kit's runtime layer (``fanout_runtime``: error classes,
+        event definitions) to the tasks' functions (those created in this app)."""
         super().__init__(
             scope,
             construct_id,
@@ -116,6 +119,7 @@ class ParallelFanOut(FanOutWorkflow):
             status_table_props=status_table_props,
         )
         children = workflow_tasks(tasks, retries)
+        self._attach_runtime_layer(runtime_layer, [t.function for t in children])
         self.validate_input = KitFunction(
             self,
             "ValidateInput",

@@ -19,7 +19,10 @@ from constructs import Construct
 from fanout_kit.dead_letter_queue import TaskDeadLetterQueue
 from fanout_kit.discovery import record_workflow
 from fanout_kit.execution_failure_guard import ExecutionFailureGuard
+from fanout_kit.feature_flags import pin_feature_flags
 from fanout_kit.final_status_store import FinalStatusStore
+from fanout_kit.layer import attach_runtime_layer
+from fanout_kit.outputs import REQUIRED_OUTPUTS
 from fanout_kit.read_only import ReadOnlyAttributes
 from fanout_kit.settings import (
     VENDED_LOGS_PREFIX,
@@ -52,6 +55,15 @@ def one_of(existing: object, props: object, existing_name: str, props_name: str)
         raise ConfigError(f"{existing_name} and {props_name}: pass one of them, not both")
 
 
+def emit_outputs(scope: Construct, values: dict[str, str], required: tuple[str, ...]) -> None:
+    """One CfnOutput per value; every required one must be among them (a kit defect otherwise)."""
+    missing = [name for name in required if name not in values]
+    if missing:
+        raise AssertionError(f"add_outputs() of {scope.node.path} lacks {missing}")
+    for name, value in values.items():
+        CfnOutput(scope, name, value=value)
+
+
 class FanOutWorkflow(ReadOnlyAttributes, Construct):
     """Base of the workflow constructs. Attributes (read-only): ``dead_letter_queue``,
     ``status_table``, ``update_final_status``, then ``state_machine``, ``failure_guard``,
@@ -73,6 +85,7 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         status_table_props: Mapping[str, Any] | None,
     ) -> None:
         super().__init__(scope, construct_id)
+        pin_feature_flags(self)  # before any child: the same resources whatever the app's flags
         one_of(existing_dead_letter_queue, dead_letter_queue_props, "existing_dead_letter_queue", "dead_letter_queue_props")
         one_of(existing_status_table, status_table_props, "existing_status_table", "status_table_props")
         if status_table_props and {"partition_key", "sort_key"} & set(status_table_props):
@@ -92,15 +105,11 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         self.update_final_status: lambda_.Function = store.update_final_status
         self.states_scope = Construct(self, "States")  # own scope: state names may equal construct ids
 
-    def _discovered_outputs(self) -> dict[str, Any]:
-        """What the local engine reads of this workflow (the names of ``add_outputs()``)."""
-        bucket = getattr(self, "data_bucket", None)
-        return {
-            "StateMachineArn": self.state_machine.state_machine_arn,
-            "DeadLetterQueueUrl": self.dead_letter_queue.queue_url,
-            "StatusTableName": self.status_table.table_name,
-            "BatchBucketName": bucket.bucket_name if bucket is not None else None,
-        }
+    def _attach_runtime_layer(self, attach: bool, functions: list[lambda_.IFunction]) -> None:
+        check_type("runtime_layer", attach, bool)
+        if attach:
+            for fn in functions:
+                attach_runtime_layer(fn)
 
     def _add_state_machine(
         self,
@@ -167,7 +176,19 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
                 functions={**functions, "RecordExecutionFailure": self.failure_guard.function},
             )
             self.alarm_topic = self.alarms.topic
-        record_workflow(self, self.workflow, self._discovered_outputs())  # for the local engine (any app)
+        record_workflow(self, self.workflow, self._output_values())  # for the local engine (any app)
+
+    def _output_values(self) -> dict[str, str]:
+        """The outputs' values, by name: what ``add_outputs()`` emits and the discovery metadata
+        records (one list)."""
+        values = {
+            "StateMachineArn": self.state_machine.state_machine_arn,
+            "DeadLetterQueueUrl": self.dead_letter_queue.queue_url,
+            "StatusTableName": self.status_table.table_name,
+        }
+        if self.alarm_topic is not None:
+            values["AlarmTopicArn"] = self.alarm_topic.topic_arn
+        return values
 
     def _definition(self) -> dict:
         """The state machine's ASL as it deploys (tokens such as ARNs replaced by a placeholder)."""
@@ -192,9 +213,6 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         return max(s.worst for s in budget.sizes)
 
     def add_outputs(self) -> None:
-        """CloudFormation outputs the `fanout` command line reads (status, watch, dlq)."""
-        CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
-        CfnOutput(self, "DeadLetterQueueUrl", value=self.dead_letter_queue.queue_url)
-        CfnOutput(self, "StatusTableName", value=self.status_table.table_name)
-        if self.alarm_topic is not None:
-            CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
+        """The CloudFormation outputs the `fanout` command line and the local engine read
+        (``fanout_kit.outputs``: the required ones of this workflow, and AlarmTopicArn)."""
+        emit_outputs(self, self._output_values(), REQUIRED_OUTPUTS[self.workflow])

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.errors import NonRetryableTaskError
+from fanout_runtime.errors import NonRetryableTaskError
 from fanout_common.observability import logger, tracer
 from fanout_common.worker import SIMULATE_KEY, TaskEvent, raise_simulated_failure
 

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.errors import InvalidInput
+from fanout_runtime.errors import InvalidInput
 from fanout_common.manifest import (
     MAX_MANIFEST_BYTES,
     READ_CHUNK_BYTES,

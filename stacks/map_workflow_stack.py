@@ -3,7 +3,7 @@ cdk.json), with the example worker of ``fanout:mapWorker``."""
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Stack
 from constructs import Construct
 
 from fanout_kit.distributed_map import DistributedMapFanOut
@@ -46,4 +46,3 @@ class MapWorkflowStack(Stack):
                 f".maxAttempts / maxDelaySeconds, or set {where}.childExecutionType to STANDARD"
             ) from None
         self.fanout.add_outputs()
-        CfnOutput(self, "BatchBucketName", value=self.fanout.data_bucket.bucket_name)

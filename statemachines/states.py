@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_dynamodb as dynamodb
 
-from fanout_common import errors
-from fanout_common.errors import FINAL_STATUS_CONFLICT
+from fanout_runtime import errors
+from fanout_runtime.errors import FINAL_STATUS_CONFLICT
 from fanout_common.final_status import (
     FAILED,
     FAILURE_CONDITION_EXPRESSION,

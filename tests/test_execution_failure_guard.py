@@ -126,7 +126,7 @@ def test_the_guarded_execution_itself_may_finalize_after_a_redrive_and_no_other(
     ddb, _, _, handler = aws
     handler(event(), CONTEXT)
     other = "arn:aws:states:eu-west-1:123456789012:execution:sm:run-2"
-    from fanout_common.errors import FinalStatusConflict
+    from fanout_runtime.errors import FinalStatusConflict
 
     with pytest.raises(FinalStatusConflict):
         record_success(ddb, TABLE, batch_id="b1", execution_arn=other, ran_tasks=["A"], now="t1")

@@ -4,7 +4,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from fanout_common.errors import FinalStatusConflict
+from fanout_runtime.errors import FinalStatusConflict
 from tests.ledger.ledger_tables import create_status_table
 from fanout_common.final_status import (
     FAILURE_CONDITION_EXPRESSION,

@@ -1,9 +1,10 @@
 """The kit's layering, checked on the source: no import cycle, each layer imports only the layers
 below it, and every module is loaded under exactly one name.
 
-Layers, bottom up: fanout_common (the handlers' shared code) < statemachines (workflow builders,
+Layers, bottom up: fanout_runtime (the contract of the users' functions, standard library only) <
+fanout_common (the handlers' shared code) < statemachines (workflow builders,
 pure rules) < fanout_kit (constructs) < stacks (this app: cdk.json -> props) < fanout (CLI, local
-engine). The handlers (lambdas/*.py) use fanout_common only.
+engine). The handlers (lambdas/*.py) use fanout_common and fanout_runtime only.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAMBDAS = ROOT / "lambdas"
-PACKAGES = ("fanout_common", "statemachines", "fanout_kit", "stacks", "fanout")
+PACKAGES = ("fanout_runtime", "fanout_common", "statemachines", "fanout_kit", "stacks", "fanout")
 # package -> packages it must never import (at module level or inside a function)
 FORBIDDEN = {
+    "fanout_runtime": {"fanout_common", "statemachines", "fanout_kit", "stacks", "fanout", "handlers"},
     "fanout_common": {"statemachines", "fanout_kit", "stacks", "fanout"},
     "statemachines": {"fanout_kit", "stacks", "fanout"},
     "fanout_kit": {"stacks", "fanout"},
@@ -33,7 +35,7 @@ def source_modules() -> dict[str, Path]:
     for package in ("statemachines", "fanout_kit", "stacks", "fanout"):
         for path in (ROOT / package).rglob("*.py"):
             found[".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = path
-    for path in (LAMBDAS / "fanout_common").rglob("*.py"):
+    for path in [*(LAMBDAS / "fanout_common").rglob("*.py"), *(LAMBDAS / "fanout_runtime").rglob("*.py")]:
         found[".".join(path.relative_to(LAMBDAS).with_suffix("").parts).removesuffix(".__init__")] = path
     for path in LAMBDAS.glob("*.py"):
         found[path.stem] = path

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fanout_common.errors import InvalidInput
+from fanout_runtime.errors import InvalidInput
 import json
 
 from fanout_common.manifest import (

@@ -5,7 +5,7 @@ Express budget, storage settings and the IAM the Distributed Map needs (a known 
 import pytest
 
 from fanout.local.template import resources_of_type
-from fanout_common import errors
+from fanout_runtime import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS, check_express_children

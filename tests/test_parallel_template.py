@@ -4,7 +4,7 @@ the decision graph, resource settings per environment and exact IAM grants."""
 import pytest
 
 from fanout.local.template import resources_of_type
-from fanout_common import errors
+from fanout_runtime import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
 from statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS

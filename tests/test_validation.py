@@ -2,7 +2,7 @@
 
 import pytest
 
-from fanout_common.errors import InvalidInput
+from fanout_runtime.errors import InvalidInput
 from fanout_common.validation import validate_batch_input
 
 TASKS = ["ReserveInventory", "ChargePayment"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fanout.errors import CliError
+from fanout_kit.outputs import REQUIRED_OUTPUTS  # noqa: F401  (what each construct's add_outputs() emits)
 from statemachines.checks import ConfigError
 
 if TYPE_CHECKING:
@@ -40,10 +41,6 @@ EXECUTION_ARN = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):states:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):execution:"
     r"(?P<state_machine>[^:]+):(?P<name>[^:]+)$"
 )
-REQUIRED_OUTPUTS = {
-    "parallel": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName"),
-    "map": ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName", "BatchBucketName"),
-}
 CREDENTIAL_ERRORS = {
     "UnrecognizedClientException",
     "InvalidClientTokenId",

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FinalStatusConflict
+from fanout_runtime.errors import FinalStatusConflict
 
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"

@@ -94,7 +94,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from .errors import FanOutError
+from fanout_runtime.errors import FanOutError
 
 RUNNING = "RUNNING"
 COMPLETED = "COMPLETED"

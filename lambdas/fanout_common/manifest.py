@@ -14,8 +14,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from fanout_runtime.errors import InvalidInput
+
 from . import json_stream
-from .errors import InvalidInput
 from .json_stream import READ_CHUNK_BYTES
 from .limits import MAP_INPUT_MAX_BYTES, over_cap_message, payload_size
 from .validation import BATCH_ID_PATTERN, EXECUTION_ARN_PATTERN, _type_name

@@ -24,7 +24,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import InvalidInput
+from fanout_runtime.errors import InvalidInput
+
 from .limits import PARALLEL_INPUT_MAX_BYTES, over_cap_message, payload_size
 
 ALLOWED_FIELDS = ("batchId", "tasks", "redriveOf")

@@ -21,7 +21,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from .errors import NonRetryableTaskError, RetryableTaskError
+from fanout_runtime.errors import NonRetryableTaskError, RetryableTaskError
+
 from .limits import TASK_OUTPUT_MAX_BYTES, over_cap_message, payload_size
 from .metric_names import TASK_FAILED_METRIC, TASK_RETRIED_METRIC, TASK_SUCCEEDED_METRIC
 from .observability import MetricUnit, logger, metrics, tracer

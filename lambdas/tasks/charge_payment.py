@@ -2,7 +2,7 @@
 
 import hashlib
 
-from fanout_common.errors import NonRetryableTaskError
+from fanout_runtime.errors import NonRetryableTaskError
 from fanout_common.worker import TaskEvent, task_handler
 
 

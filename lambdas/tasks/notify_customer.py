@@ -1,6 +1,6 @@
 """Example task: send the order confirmation."""
 
-from fanout_common.errors import NonRetryableTaskError
+from fanout_runtime.errors import NonRetryableTaskError
 from fanout_common.worker import TaskEvent, task_handler
 
 
