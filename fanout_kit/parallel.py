@@ -23,14 +23,20 @@ from fanout_kit.workflow import FanOutWorkflow
 from statemachines.checks import ConfigError
 from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES
 from statemachines.parallel_workflow import build_parallel_workflow
-from statemachines.retry_policy import RetrySettings
+from statemachines.retry_policy import RetrySettings, check_error_names
 from statemachines.states import WorkflowTask
 
 
 @dataclass(frozen=True)
 class FanOutTask:
     """One child task: your function, invoked with ``{batchId, task, input, attempt, executionArn}``
-    (``input`` is the execution input's ``tasks.<name>``)."""
+    (``input`` is the execution input's ``tasks.<name>``; ``fanout_runtime.events``).
+
+    ``retry_on``: exception names (as your function reports them, e.g. a library's
+    ``ThrottlingException``) retried with the ``retryable`` policy, like RetryableTaskError, without
+    wrapping them; ``never_retry``: names dead-lettered at once, like NonRetryableTaskError. Any other
+    exception is not retried either (it is dead-lettered); ``never_retry`` states it in the first
+    Retry rule, so it holds against any later rule."""
 
     name: str  # PascalCase letters/digits, at most 40
     function: lambda_.IFunction
@@ -38,6 +44,8 @@ class FanOutTask:
     transient: RetrySettings | None = None  # None: the workflow's retries.transient
     retryable: RetrySettings | None = None  # None: the workflow's retries.retryable
     ambiguous: RetrySettings | None = None  # None: the workflow's retries.ambiguous (timeouts, crashes)
+    retry_on: Sequence[str] = ()
+    never_retry: Sequence[str] = ()
 
 
 def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: str = "tasks") -> list[WorkflowTask]:
@@ -64,6 +72,7 @@ def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: 
                 value._check(f"{where}.{kind}")
                 if kind == "ambiguous":
                     value.check_ambiguous(f"{where}.ambiguous")
+        retry_on, never_retry = check_error_names(task.retry_on, task.never_retry, where)
         result.append(
             WorkflowTask(
                 name=task.name,
@@ -72,6 +81,8 @@ def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: 
                 transient=task.transient or retries.transient,
                 retryable=task.retryable or retries.retryable,
                 ambiguous=task.ambiguous or retries.ambiguous,
+                retry_on=retry_on,
+                never_retry=never_retry,
             )
         )
     return result

@@ -28,7 +28,7 @@ from fanout_kit.settings import (
     WorkflowRetries,
 )
 from statemachines.checks import ConfigError, whole_number
-from statemachines.retry_policy import RetrySettings
+from statemachines.retry_policy import RetrySettings, check_error_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = ROOT / "cdk.json"
@@ -48,10 +48,13 @@ class TaskSpec:
     handler: str
     description: str
     transient: RetrySettings  # Lambda service errors
-    retryable: RetrySettings  # the task raised RetryableTaskError
+    retryable: RetrySettings  # the task raised RetryableTaskError (or one of retry_on)
     ambiguous: RetrySettings  # it timed out, ran out of memory or crashed
+    retry_on: tuple[str, ...] = ()  # retryOn: the function's own error names, retried
+    never_retry: tuple[str, ...] = ()  # neverRetry: the function's own error names, never retried
 
 
+TASK_KEYS = {"name", "handler", "description", "retry", "retryOn", "neverRetry"}
 TASK_RETRY_KINDS = ("transient", "retryable", AMBIGUOUS)  # a task's retry: its own overrides
 MAP_RETRY_KINDS = ("transient", "retryable", "dlqSend", AMBIGUOUS)  # map.retry: the Map child's own overrides
 # The app's own Map setting (not a construct prop: the worker is the app's function).
@@ -176,12 +179,13 @@ def _bool(env: Mapping[str, Any], key: str, where: str) -> bool:
     return value
 
 
-def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]:
+def _tasks(raw: Any, defaults: dict[str, RetrySettings], key: str = TASKS_KEY) -> tuple[TaskSpec, ...]:
+    """The tasks of ``context.<key>`` (a list; the Map worker's, one object, comes as a list of one)."""
     if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"context.{TASKS_KEY}: must be a non-empty list of tasks")
+        raise ConfigError(f"context.{key}: must be a non-empty list of tasks")
     specs, seen = [], set()
     for i, task in enumerate(raw):
-        where = f"context.{TASKS_KEY}[{i}]"
+        where = f"context.{key}[{i}]" if key == TASKS_KEY else f"context.{key}"
         if not isinstance(task, Mapping):
             raise ConfigError(f"{where}: must be an object with name and handler")
         name, handler = task.get("name"), task.get("handler")
@@ -196,12 +200,19 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings]) -> tuple[TaskSpec, ...]
             raise ConfigError(
                 f"{where}.handler: must be 'module.function' under lambdas/, got {handler!r}"
             )
+        unknown = sorted(set(task) - TASK_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(TASK_KEYS))}")
         overrides = task.get("retry", {})
         if not isinstance(overrides, Mapping) or set(overrides) - set(TASK_RETRY_KINDS):
             raise ConfigError(f"{where}.retry: may only override {', '.join(TASK_RETRY_KINDS)}")
         own = {k: defaults[k].with_overrides(overrides.get(k, {}), f"{where}.retry.{k}") for k in TASK_RETRY_KINDS}
         own[AMBIGUOUS].check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
-        specs.append(TaskSpec(name=name, handler=handler, description=str(task.get("description", name)), **own))
+        retry_on, never_retry = check_error_names(
+            task.get("retryOn", []), task.get("neverRetry", []), where, names=("retryOn", "neverRetry")
+        )
+        specs.append(TaskSpec(name=name, handler=handler, description=str(task.get("description", name)), **own,
+                              retry_on=retry_on, never_retry=never_retry))
     return tuple(specs)
 
 
@@ -307,7 +318,7 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
         alarms=alarms,
         tasks=_tasks(context.get(TASKS_KEY), retry),
         map=map_settings,
-        map_worker=_tasks([context.get(MAP_WORKER_KEY)], map_retry)[0],
+        map_worker=_tasks([context.get(MAP_WORKER_KEY)], map_retry, MAP_WORKER_KEY)[0],
         map_worker_timeout_seconds=worker_timeout,
         map_dlq_send_retry=map_retry["dlqSend"],
         ledger=load_ledger_settings(env, name),

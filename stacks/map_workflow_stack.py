@@ -30,7 +30,8 @@ class MapWorkflowStack(Stack):
             self.fanout = DistributedMapFanOut(
                 self,
                 "Default",
-                worker=FanOutTask(spec.name, worker, spec.description, spec.transient, spec.retryable, spec.ambiguous),
+                worker=FanOutTask(spec.name, worker, spec.description, spec.transient, spec.retryable, spec.ambiguous,
+                                  retry_on=spec.retry_on, never_retry=spec.never_retry),
                 map=cfg.map,
                 retries=cfg.map_retries,
                 execution_timeout_minutes=cfg.execution_timeout_minutes,

@@ -23,6 +23,8 @@ class ParallelWorkflowStack(Stack):
                 transient=spec.transient,
                 retryable=spec.retryable,
                 ambiguous=spec.ambiguous,
+                retry_on=spec.retry_on,
+                never_retry=spec.never_retry,
             )
             for spec in cfg.tasks
         ]

@@ -11,6 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import re
+from collections.abc import Sequence
+
+from fanout_common.map_results import ITEMS_DEAD_LETTERED
+from fanout_runtime.errors import KIT_ERROR_NAMES
 from statemachines.checks import ConfigError, whole_number
 
 # The Lambda service's own transient errors, as Step Functions names them: the invoke failed before
@@ -52,6 +57,51 @@ DYNAMODB_TRANSIENT_ERRORS = (
     "DynamoDB.AmazonDynamoDBException",
     "DynamoDB.SdkClientException",
 )
+
+# An error name as Step Functions matches it: the function's errorType, i.e. the exception's class
+# name (Python), its name (Node.js) or its qualified class name (Java: com.example.SomeException).
+ERROR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MAX_ERROR_NAME = 256
+# The kit's own: its error classes, the Map child's and the workflows' Fail states' errors.
+RESERVED_ERROR_NAMES = (*KIT_ERROR_NAMES, ITEMS_DEAD_LETTERED, "DeadLetterSendFailed", "BatchFailed", "ItemsFailed")
+# Step Functions' own (States.ALL, States.Timeout...), the Lambda service's and runtime's errors (the
+# transient and ambiguous policies decide those) are not a task's to name.
+RESERVED_ERROR_PREFIXES = ("States.", "Lambda.", "Sandbox.", "Runtime.")
+
+
+def check_error_names(retry_on: object, never_retry: object, where: str,
+                      names: tuple[str, str] = ("retry_on", "never_retry")) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A task's own error names: ``retry_on`` (retried with its retryable policy, as
+    RetryableTaskError) and ``never_retry`` (dead-lettered at once, as NonRetryableTaskError).
+    Each a list of well-formed, distinct names, in one list only, none of the kit's own.
+    ``names``: how the two settings are called where they come from (props or cdk.json)."""
+    checked = []
+    for prop, value in zip(names, (retry_on, never_retry)):
+        at = f"{where}.{prop}"
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise ConfigError(f"{at}: must be a list of error names (exception class names), got {value!r}")
+        seen: set[str] = set()
+        for name in value:
+            if not isinstance(name, str) or len(name) > MAX_ERROR_NAME or not ERROR_NAME.match(name):
+                raise ConfigError(
+                    f"{at}: {name!r} is not an error name; use the exception's class name as the "
+                    "function reports it (errorType), e.g. ThrottlingException"
+                )
+            if name in RESERVED_ERROR_NAMES or name.startswith(RESERVED_ERROR_PREFIXES):
+                raise ConfigError(
+                    f"{at}: {name} is the kit's or Step Functions' own error name (reserved: "
+                    f"{', '.join(RESERVED_ERROR_NAMES)}, {', '.join(p + '*' for p in RESERVED_ERROR_PREFIXES)}); "
+                    "name your function's own errors"
+                )
+            if name in seen:
+                raise ConfigError(f"{at}: {name} is listed twice")
+            seen.add(name)
+        checked.append(tuple(value))
+    both = sorted(set(checked[0]) & set(checked[1]))
+    if both:
+        raise ConfigError(f"{where}: {', '.join(both)} in both {names[0]} and {names[1]}; keep each name in one list")
+    return checked[0], checked[1]
+
 
 _FIELDS = {
     "intervalSeconds": "interval_seconds",

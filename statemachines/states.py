@@ -39,8 +39,10 @@ class WorkflowTask:
     function: lambda_.IFunction
     description: str
     transient: RetrySettings  # Lambda service errors
-    retryable: RetrySettings  # the task raised RetryableTaskError
+    retryable: RetrySettings  # the task raised RetryableTaskError (or one of retry_on)
     ambiguous: RetrySettings  # it timed out, ran out of memory or crashed (AMBIGUOUS_ERRORS)
+    retry_on: tuple[str, ...] = ()  # the task's own error names retried like RetryableTaskError
+    never_retry: tuple[str, ...] = ()  # the task's own error names dead-lettered at once
 
 
 def retry_props(settings: RetrySettings, errors_: Sequence[str]) -> dict:
@@ -95,15 +97,16 @@ def invoke(scope: Construct, state_id: str, fn: lambda_.IFunction, payload: dict
 
 
 def add_task_retries(task: sfn.TaskStateBase, spec: WorkflowTask) -> None:
-    """The Retry rules of a child task, first match wins: a non-retryable error is never retried
-    (MaxAttempts 0, stated explicitly); an ambiguous outcome (timeout, out of memory, crash: the
-    work may be done) only as ``spec.ambiguous`` says (default 0: caught and dead-lettered); then
-    the Lambda service's transient errors, then the task's own retryable error, each with its
-    configured backoff."""
-    task.add_retry(errors=[errors.NON_RETRYABLE], max_attempts=0)
+    """The Retry rules of a child task, first match wins: a non-retryable error (and the task's
+    ``never_retry`` names) is never retried (MaxAttempts 0, stated explicitly); an ambiguous outcome
+    (timeout, out of memory, crash: the work may be done) only as ``spec.ambiguous`` says (default
+    0: caught and dead-lettered); then the Lambda service's transient errors, then the retryable
+    error (and the task's ``retry_on`` names), each with its configured backoff. Any other error is
+    not retried: the Catch dead-letters it."""
+    task.add_retry(errors=[errors.NON_RETRYABLE, *spec.never_retry], max_attempts=0)
     task.add_retry(**retry_props(spec.ambiguous, AMBIGUOUS_ERRORS))
     task.add_retry(**retry_props(spec.transient, LAMBDA_TRANSIENT_ERRORS))
-    task.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE]))
+    task.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE, *spec.retry_on]))
 
 
 def finalize_or_fail(
