@@ -83,6 +83,8 @@ def test_each_construct_of_this_app_is_found_with_its_outputs(dev_app):
             (intrinsic, arg), = value.items()
             logical_id = arg if intrinsic == "Ref" else arg[0]
             assert logical_id in resources, (kind, value)
-    assert sorted(by_kind["parallel"].outputs) == ["DeadLetterQueueUrl", "StateMachineArn", "StatusTableName"]
-    assert sorted(by_kind["map"].outputs) == ["BatchBucketName", "DeadLetterQueueUrl", "StateMachineArn", "StatusTableName"]
+    # the values of add_outputs(), one list (fanout_kit.outputs); AlarmTopicArn: alarms are on here
+    assert sorted(by_kind["parallel"].outputs) == ["AlarmTopicArn", "DeadLetterQueueUrl", "StateMachineArn", "StatusTableName"]
+    assert sorted(by_kind["map"].outputs) == [
+        "AlarmTopicArn", "BatchBucketName", "DeadLetterQueueUrl", "StateMachineArn", "StatusTableName"]
     assert {"LedgerTableName", "StatusTableName", "ChildQueueUrl", "ChildStreamArn"} <= set(by_kind["ledger"].outputs)

@@ -18,7 +18,9 @@ Every ``attempt`` is 0-based: 0 on the first try, 1 on the first retry, and so o
        "attempt": 0, "executionArn": "arn:aws:states:...:execution:<parent>/<child>..."}
 
   ``attempt`` is the child's ``$$.State.RetryCount``: a retry runs the whole batch again, so make
-  the work per item idempotent. Return a JSON object with ``processed``.
+  the work per item idempotent. Return a JSON object with a ``processed`` field (``MapWorkerResult``,
+  e.g. the number of items processed): the child's ResultSelector reads ``$.Payload.processed``;
+  a return without it fails the child, whose items then count as failed and go to the DLQ.
 
 * **CompletionLedger processing function**, invoked synchronously by the ledger's consumers for
   each child message::
@@ -65,6 +67,12 @@ class MapWorkerEvent(TypedDict):
     items: list[MapItem]
     attempt: int  # 0-based; a retry runs the whole batch again
     executionArn: str  # the child execution's
+
+
+class MapWorkerResult(TypedDict):
+    """What a DistributedMapFanOut worker returns (more fields are allowed and dropped)."""
+
+    processed: Any  # e.g. how many items the batch processed
 
 
 class LedgerChildEvent(TypedDict):
