@@ -167,9 +167,9 @@ def acknowledge_failure_guard(stack: Stack, function: IConstruct, state_machine:
     """The failure guard may describe this state machine's executions (their names are the
     callers'): it reads the input of an execution whose event carried none, for its batch id."""
     sm_ref = stack.resolve(stack.get_logical_id(state_machine.node.default_child))
-    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region  # env-agnostic stacks
+    region, account = _in_finding(stack.region, "<AWS::Region>"), _in_finding(stack.account, "<AWS::AccountId>")
     execution = (
-        f'arn:<AWS::Partition>:states:{region}:<AWS::AccountId>:execution:'
+        f'arn:<AWS::Partition>:states:{region}:{account}:execution:'
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{sm_ref}"}}]}}]}}'
     )
     acknowledge(
