@@ -67,7 +67,7 @@ from fanout.local.dynamodb_contention import (  # noqa: E402
     dynamodb_contention,
     modelled_batch_ceiling,
 )
-from fanout.local.ledger_stress import RequestCounter, stress  # noqa: E402
+from fanout.local.ledger_stress import RequestCounter, create_ledger_table, stress  # noqa: E402
 from fanout.local.moto_fixes import serialized_dynamodb_writes  # noqa: E402
 from fanout_common.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
 
@@ -75,14 +75,7 @@ PARTITION_RCU_PER_SECOND = 3000
 
 
 def create_table(client: Any) -> str:
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return name
+    return create_ledger_table(client, f"bench-{uuid.uuid4().hex[:8]}")
 
 
 def layout_ceiling(shards: int) -> tuple[float, dict[str, float]]:
