@@ -18,6 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
 from fanout.local.template import state_machine_definitions
+from statemachines.asl_graph import all_states
 from fanout_kit import CompletionLedger, DistributedMapFanOut, FanOutTask, ParallelFanOut
 from fanout_kit.layer import RUNTIME_SOURCE, layer_asset_dir, runtime_layer
 from fanout_runtime import errors, events
@@ -46,15 +47,8 @@ def user_function(stack: Stack, name: str) -> lambda_.Function:
 def states(stack: Stack) -> dict[str, dict]:
     """Every state of every state machine of the stack (Map children included), by name."""
     found: dict[str, dict] = {}
-
-    def walk(definition: dict) -> None:
-        for name, state in definition["States"].items():
-            found[name] = state
-            for inner in [*(state.get("Branches") or []), *([state["ItemProcessor"]] if "ItemProcessor" in state else [])]:
-                walk(inner)
-
     for asl in state_machine_definitions(Template.from_stack(stack).to_json(), REGION).values():
-        walk(asl)
+        found.update(all_states(asl))
     return found
 
 

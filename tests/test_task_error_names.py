@@ -14,6 +14,7 @@ from aws_cdk.assertions import Template
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from fanout.local.template import state_machine_definitions
+from statemachines.asl_graph import all_states
 from fanout_kit import ConfigError, DistributedMapFanOut, FanOutTask, ParallelFanOut
 from fanout_runtime.errors import KIT_ERROR_NAMES
 from stacks.config import CDK_JSON, load_environment
@@ -34,16 +35,10 @@ def fn(stack: Stack, name: str = "Work") -> lambda_.Function:
 
 
 def states_of(stack: Stack) -> dict[str, dict]:
+    """Every state of every state machine of the stack (Map children included), by name."""
     found: dict[str, dict] = {}
-
-    def walk(definition: dict) -> None:
-        for name, state in definition["States"].items():
-            found[name] = state
-            for inner in [*(state.get("Branches") or []), *([state["ItemProcessor"]] if "ItemProcessor" in state else [])]:
-                walk(inner)
-
     for asl in state_machine_definitions(Template.from_stack(stack).to_json(), REGION).values():
-        walk(asl)
+        found.update(all_states(asl))
     return found
 
 
