@@ -18,7 +18,8 @@ from typing import Any
 from fanout.cost import Assumptions, Estimate, estimate, estimate_sqs_per_item
 
 ITEMS = 1_000_000
-START, END = "<!-- cost-table:start -->", "<!-- cost-table:end -->"
+# also pymdownx.snippets section markers: docs/cost.md includes the table from README.md
+START, END = "<!-- --8<-- [start:cost-table] -->", "<!-- --8<-- [end:cost-table] -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 # column -> the Usage fields it sums

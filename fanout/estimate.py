@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the pattern: parallel (an item is one task run), map, ledger (an item is a child)")
     parser.add_argument("--items", required=True, metavar="N", help="items in the batch")
     parser.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
+    from fanout.cli import app_options
+
+    app_options(parser)  # --app PATH [--stack NAME]: another CDK app's settings
     parser.add_argument("--work-seconds", default="0.1", metavar="S",
                         help="the worker's own time per item, in seconds (default: 0.1)")
     parser.add_argument("--failure-rate", default="0", metavar="R",
@@ -53,18 +56,31 @@ def parse(args: argparse.Namespace) -> tuple[str, int, float, float]:
 def run(args: argparse.Namespace) -> int:
     workflow, items, work, rate = parse(args)  # before the environment and the synth
     from fanout.cost import Assumptions, estimate, iter_lines
-    from fanout.local.template import synthesize
-    from fanout.ops.aws import environment
 
-    environment(args.env)  # an unknown environment or a broken cdk.json: one line, before synth
-    app = synthesize(args.env)
-    result = estimate(app.template(workflow), workflow, items, app.region,
-                      Assumptions(work_seconds=work, failure_rate=rate))
+    if getattr(args, "app", None):
+        from fanout.local.app_source import load_app
+
+        app, found = load_app(args.app, stack=args.stack, kind=workflow)
+        where = f"--app {args.app}: stack {found.stack} ({found.path})"
+    else:
+        if getattr(args, "stack", None):
+            raise CliError("--stack NAME goes with --app PATH (this repository's app: --env)")
+        from fanout.local.template import synthesize
+        from fanout.ops.aws import environment
+
+        environment(args.env)  # an unknown environment or a broken cdk.json: one line, before synth
+        app = synthesize(args.env)
+        where = f"environment {args.env}"
+    try:
+        result = estimate(app.template(workflow), workflow, items, app.region,
+                          Assumptions(work_seconds=work, failure_rate=rate))
+    except ValueError as exc:  # a template without what the workflow needs
+        raise CliError(f"{where}: {exc}") from None
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=1)
         print()
     else:
-        print(f"environment {args.env} (its settings as synthesized)")
+        print(f"{where} (its settings as synthesized)")
         for line in iter_lines(result):
             print(line)
     return 0

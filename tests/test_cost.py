@@ -214,3 +214,16 @@ def test_the_alternatives_cost_what_their_shape_says(synthesized):
     assert standard.usage.express_requests == 0 and standard.usage.transitions >= 2 * million
     assert per_item.usage.dynamodb_write_units == 0  # nothing tracks completion
     assert kit.total_usd < unbatched.total_usd < standard.total_usd
+
+
+def test_estimate_reads_another_apps_assembly_with_app(capsys, dev_app):
+    # a synthesized cloud assembly is an --app; this repository's dev assembly: one item per child
+    assert main(["estimate", "--app", str(dev_app.outdir), "--workflow", "map", "--items", "40", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["components"]["express_requests"]["quantity"] == 40
+
+
+def test_estimate_stack_without_app_is_one_line(capsys):
+    assert main(["estimate", "--items", "5", "--stack", "Mine"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--stack NAME goes with --app PATH" in err
