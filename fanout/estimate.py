@@ -19,9 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the pattern: parallel (an item is one task run), map, ledger (an item is a child)")
     parser.add_argument("--items", required=True, metavar="N", help="items in the batch")
     parser.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
-    from fanout.cli import app_options
+    from fanout.local.app_source import add_app_options
 
-    app_options(parser)  # --app PATH [--stack NAME]: another CDK app's settings
+    add_app_options(parser)  # --app PATH [--stack NAME]: another CDK app's settings
     parser.add_argument("--work-seconds", default="0.1", metavar="S",
                         help="the worker's own time per item, in seconds (default: 0.1)")
     parser.add_argument("--failure-rate", default="0", metavar="R",
