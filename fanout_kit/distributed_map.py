@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Fn, Stack
+from aws_cdk import Fn, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -32,6 +32,7 @@ from fanout_kit.settings import (
 )
 from fanout_kit.workflow import FanOutWorkflow
 from fanout_common.limits import MAP_INPUT_MAX_BYTES
+from statemachines.checks import ConfigError
 from statemachines.express_budget import check_express_children
 from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
 
@@ -67,6 +68,22 @@ PAYLOAD_BUDGET_FIX = (
     "a failed child holds map.items_per_batch items of map.max_item_bytes and the error (a Cause of "
     "up to 32,768 characters): lower items_per_batch or max_item_bytes"
 )
+
+
+def _check_versioned(bucket: s3.IBucket | None) -> None:
+    """The ItemReader reads the manifest version PrepareBatch validated, so the bucket must be
+    versioned. A bucket defined in this app whose versioning is known and not Enabled is refused
+    here; an imported one (no definition to read) is checked by PrepareBatch at run time."""
+    cfn = getattr(getattr(bucket, "node", None), "default_child", None)
+    if not isinstance(cfn, s3.CfnBucket):
+        return
+    versioning = cfn.versioning_configuration
+    status = getattr(versioning, "status", None) if versioning is not None else "not enabled"
+    if isinstance(status, str) and not Token.is_unresolved(status) and status != "Enabled":
+        raise ConfigError(
+            f"existing_data_bucket: {bucket.node.path} is not versioned (versioning {status}); the Map "
+            "workflow pins the manifest it validated by its version: create it with versioned=True"
+        )
 
 
 class DistributedMapFanOut(FanOutWorkflow):
@@ -113,6 +130,7 @@ class DistributedMapFanOut(FanOutWorkflow):
             status_table_props=status_table_props,
         )
         check_type("map", map, MapSettings)
+        _check_versioned(existing_data_bucket)
         (child,) = workflow_tasks([worker], retries, prop="worker")
         self._attach_runtime_layer(runtime_layer, [child.function])
         self.data_bucket: s3.IBucket = existing_data_bucket or BatchDataBucket(
@@ -225,7 +243,7 @@ class DistributedMapFanOut(FanOutWorkflow):
         return check_express_children(self._definition(), fix=EXPRESS_BUDGET_FIX)
 
     def _grant_read_map_runs(self) -> None:
-        """ReadMapRun calls sfn:DescribeMapRun on this state machine's own map runs. A separate
+        """ReadMapRun 1..6 call sfn:DescribeMapRun on this state machine's own map runs. A separate
         policy (as CDK does for the Distributed Map's own grants): the state machine's name is
         known only once it exists."""
         stack = Stack.of(self)

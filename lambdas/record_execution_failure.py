@@ -12,6 +12,7 @@ recorded it. This function leaves the trace:
   dead-letter queue, so the DLQ alarm pages someone.
 
 Failures the workflow reported itself (``BatchFailed``: recorded, its tasks dead-lettered;
+``BatchNotConfirmed``: recorded, no positive evidence for every task or item;
 ``FinalStatusConflict``: a refused duplicate) and executions that never started a batch
 (``InvalidInput``, ``InvalidManifest``: the caller got the error, nothing ran) are left alone.
 
@@ -43,12 +44,12 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.final_status import mark_guard_dead_lettered, record_execution_failure
+from fanout_common.final_status import BATCH_NOT_CONFIRMED, mark_guard_dead_lettered, record_execution_failure
 from fanout_common.observability import logger, tracer
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 WATCHED_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
-WORKFLOW_REPORTED = ("BatchFailed", "FinalStatusConflict")
+WORKFLOW_REPORTED = ("BatchFailed", BATCH_NOT_CONFIRMED, "FinalStatusConflict")
 NOTHING_RAN = ("InvalidInput", "InvalidManifest")
 RECOVERY = {
     "FAILED": "every step before the failed one succeeded: Redrive the execution (console, or "

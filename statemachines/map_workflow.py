@@ -7,24 +7,35 @@ Shape (JSONPath, no variables)::
     ─▶ Manifest format? ─▶ ProcessItems JSON | ProcessItems CSV  (Distributed Map)
         child (Express): Process items ──(Retry; Catch)──▶ DeadLetter items ─▶ ItemsDeadLettered (Fail)
                                                               └─(send failed)─▶ DeadLetterSendFailed (Fail)
-    ─▶ ReadMapRun (sfn:DescribeMapRun: the engine's item counts) ─▶ CountUnsuccessful
-    ─▶ AllItemsSucceeded? ─▶ UpdateFinalStatus
+    ─▶ ReadMapRun 1 (sfn:DescribeMapRun) ─▶ CountsFinal 1? ─▶ (final) CountUnsuccessful ─▶ MapRunConfirmed?
+                                            └─▶ Wait 1s ─▶ ReadMapRun 2 ─▶ ... Wait 16s ─▶ ReadMapRun 6
+                                                 ─▶ CountsFinal 6? ─▶ (still not final) CountsNotFinal
+    MapRunConfirmed?: every item succeeded, map run total == PrepareBatch's ─▶ UpdateFinalStatus
+         map run total != PrepareBatch's ─▶ TotalMismatch
          └─▶ ForwardFailedItems (children stopped before their DLQ step: items to the DLQ)
              ─▶ WithinFailureThreshold? ─▶ UpdateFinalStatus | SummarizeFailure ─▶ RecordBatchFailure ─▶ BatchFailed
-    Catch on both Distributed Map states and on ReadMapRun ─▶ BatchNotConfirmed ─▶ RecordBatchFailure
+    Catch on both Distributed Map states and on every ReadMapRun ─▶ MapRunNotConfirmed
+    MapRunNotConfirmed | CountsNotFinal | TotalMismatch ─▶ RecordBatchFailure ─▶ BatchNotConfirmed (Fail)
 
 Fan-in comes from Step Functions' own accounting: a child that exhausts its retries sends its items
 and context to the DLQ and then *fails*, so the map run counts its items as failed; children
 stopped by a timeout or an abort are counted too. No DynamoDB write per item or per child; nothing
 grows with N in the parent's state or history (results go to S3 through ResultWriter).
+
+Fail closed: SUCCEEDED needs positive evidence for every item PrepareBatch counted: the map run's
+``succeeded`` >= that count - the failure threshold, nothing pending or running, and the map run's
+``total`` equal to that count. The ItemReader reads the manifest version PrepareBatch validated
+(``VersionId``), so a manifest replaced in between cannot change the items.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -32,7 +43,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from fanout_common.final_status import MAP_FAILURE_UPDATE_EXPRESSION
+from fanout_common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
+from fanout_common.manifest import MANIFEST_PREFIX
 from fanout_common.map_results import ITEMS_DEAD_LETTERED, RESULTS_PREFIX
 from statemachines.retry_policy import (
     KIT_LAMBDA_RETRY_ERRORS,
@@ -55,7 +67,18 @@ FORMATS = ("JSON", "CSV")
 # which failed children already reached the DLQ (ITEMS_DEAD_LETTERED) and which did not.
 DEAD_LETTER_SEND_FAILED = "DeadLetterSendFailed"
 DLQ_SEND_TIMEOUT_SECONDS = 5  # one SQS SendMessage; bounds the child's worst case (Express)
-ITEM_COUNTS = ("Succeeded", "Failed", "TimedOut", "Aborted", "Pending", "Total")
+ITEM_COUNTS = ("Succeeded", "Failed", "TimedOut", "Aborted", "Pending", "Running", "Total")
+# DescribeMapRun right after the Map state ended: the API reference (DescribeMapRun,
+# MapRunItemCounts) documents the counts ("pending": not started yet, "running": in progress) and
+# no guarantee that they are final when the Map state has ended; the Developer Guide's "Examining
+# Map Run" says nothing either way, and ListExecutions (which also lists a map run's children) is
+# documented "eventually consistent ... may not reflect very recent updates". So counts that are
+# not final are read again after these waits (seconds; 31 s in all): ReadMapRun 1..6, a fixed
+# chain (no loop: the payload budget bounds every state), then the batch is not confirmed.
+COUNT_REREAD_WAITS = (1, 2, 4, 8, 16)
+MAP_RUN_READS = len(COUNT_REREAD_WAITS) + 1
+COUNTS = "$.counts"  # the last DescribeMapRun's item counts
+MANIFEST_VERSION_PATH = "$.manifest.versionId"  # PrepareBatch's: the version it validated
 
 
 @dataclass(frozen=True)
@@ -128,14 +151,47 @@ def _item_processor(
     return process
 
 
+def _pinned(rendered: dict) -> dict:
+    """ItemReader Parameters with the object version PrepareBatch validated: AWS's ItemReader
+    reference ("If the bucket has versioning enabled, you can also provide the Amazon S3 object
+    version", ``Parameters.VersionId``). CDK's S3 file readers have no VersionId prop."""
+    rendered["Parameters"]["VersionId.$"] = MANIFEST_VERSION_PATH
+    return rendered
+
+
+def _version_grant(reader: sfn.IItemReader, statements: list) -> list:
+    """GetObject of a given version is authorized as s3:GetObjectVersion (Service Authorization
+    Reference, Amazon S3: GetObject "versionId" needs s3:GetObjectVersion), on manifests/ only."""
+    return [
+        *statements,
+        iam.PolicyStatement(actions=["s3:GetObjectVersion"], resources=[reader.bucket.arn_for_objects(f"{MANIFEST_PREFIX}*")]),
+    ]
+
+
+class PinnedJsonItemReader(sfn.S3JsonItemReader):
+    def render(self, query_language: Any = None) -> Any:
+        return _pinned(super().render(query_language))
+
+    def provide_policy_statements(self) -> list[iam.PolicyStatement]:
+        return _version_grant(self, super().provide_policy_statements())
+
+
+class PinnedCsvItemReader(sfn.S3CsvItemReader):
+    def render(self, query_language: Any = None) -> Any:
+        return _pinned(super().render(query_language))
+
+    def provide_policy_statements(self) -> list[iam.PolicyStatement]:
+        return _version_grant(self, super().provide_policy_statements())
+
+
 def _distributed_map(
     scope: Construct, fmt: str, run: MapRunSettings, bucket: s3.IBucket, child: sfn.IChainable
 ) -> sfn.DistributedMap:
     reader_key = sfn.JsonPath.string_at("$.manifest.key")
     reader = (
-        sfn.S3JsonItemReader(bucket=bucket, key=reader_key)
+        PinnedJsonItemReader(bucket=bucket, key=reader_key)
         if fmt == "JSON"
-        else sfn.S3CsvItemReader(bucket=bucket, key=reader_key, csv_headers=sfn.CsvHeaders.use_first_row())
+        else PinnedCsvItemReader(bucket=bucket, key=reader_key, csv_headers=sfn.CsvHeaders.use_first_row())
     )
     dmap = sfn.DistributedMap(
         scope,
@@ -161,26 +217,76 @@ def _distributed_map(
     return dmap
 
 
-def _read_map_run(scope: Construct, retry: RetrySettings) -> sfn.CustomState:
-    """DescribeMapRun through the AWS SDK integration; its grant (states:DescribeMapRun on this
-    state machine's map runs) is added by the stack after the state machine exists."""
+def map_run_read_name(read: int) -> str:
+    return f"ReadMapRun {read}"
+
+
+def _read_map_run(scope: Construct, read: int, retry: RetrySettings) -> sfn.CustomState:
+    """One DescribeMapRun through the AWS SDK integration; its grant (states:DescribeMapRun on
+    this state machine's map runs) is added by the construct after the state machine exists."""
     state = sfn.CustomState(
         scope,
-        "ReadMapRun",
+        map_run_read_name(read),
         state_json={
             "Type": "Task",
-            "Comment": "Reads the map run's item counts, kept by Step Functions (succeeded, failed, "
-            "timed out, aborted, pending, total)",
+            "Comment": f"Read {read} of at most {MAP_RUN_READS}: the map run's item counts, kept by Step "
+            "Functions (succeeded, failed, timed out, aborted, pending, running, total)",
             # The stack's partition (aws, aws-cn, aws-us-gov), never a literal one.
             "Resource": f"arn:{Stack.of(scope).partition}:states:::aws-sdk:sfn:describeMapRun",
             "Parameters": {"MapRunArn.$": "$.mapRun.MapRunArn"},
             "ResultSelector": {f"{k[0].lower()}{k[1:]}.$": f"$.ItemCounts.{k}" for k in ITEM_COUNTS},
-            "ResultPath": "$.counts",
+            "ResultPath": COUNTS,  # each read replaces the last: the state does not grow
             "TimeoutSeconds": 60,
         },
     )
     state.add_retry(**retry_props(retry, SFN_TRANSIENT_ERRORS))
     return state
+
+
+def read_map_run_chain(
+    scope: Construct,
+    retry: RetrySettings,
+    *,
+    final: sfn.IChainable,
+    not_final: sfn.IChainable,
+    unreadable: sfn.IChainable,
+) -> sfn.CustomState:
+    """The map run's counts, read until final (nothing pending or running), as a fixed chain:
+
+        ReadMapRun 1 ─▶ CountsFinal 1? ─▶ final
+                               └─▶ Wait 1s ─▶ ReadMapRun 2 ─▶ CountsFinal 2? ─▶ ... ─▶ ReadMapRun 6
+                                                                 ─▶ CountsFinal 6? ─▶ final | not_final
+
+    No loop: every state's worst-case payload can be bounded (``statemachines.payload_budget``
+    refuses a cycle), and the history shows which read decided. A read that fails (after its
+    retries) goes to ``unreadable`` with the error in ``$.mapFailure``. Returns the first read."""
+    counts_final = sfn.Condition.and_(
+        sfn.Condition.number_equals(f"{COUNTS}.pending", 0), sfn.Condition.number_equals(f"{COUNTS}.running", 0)
+    )
+    first: sfn.CustomState | None = None
+    waiting: sfn.Wait | None = None
+    for read_number in range(1, MAP_RUN_READS + 1):
+        read = _read_map_run(scope, read_number, retry)
+        read.add_catch(unreadable, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
+        if waiting is None:
+            first = read
+        else:
+            waiting.next(read)
+        check = sfn.Choice(scope, f"CountsFinal {read_number}?").when(counts_final, final)
+        read.next(check)
+        if read_number <= len(COUNT_REREAD_WAITS):
+            seconds = COUNT_REREAD_WAITS[read_number - 1]
+            waiting = sfn.Wait(
+                scope,
+                f"Wait {seconds}s",
+                comment=f"Counts not final after read {read_number}: read again in {seconds} s",
+                time=sfn.WaitTime.duration(Duration.seconds(seconds)),
+            )
+            check.otherwise(waiting)
+        else:
+            check.otherwise(not_final)
+    assert first is not None
+    return first
 
 
 def build_map_workflow(
@@ -233,36 +339,80 @@ def build_map_workflow(
         failure_comment="Records FAILED with the counts; never overwrites a SUCCEEDED batch",
     )
 
-    # Fail closed: a map run that failed as a whole (ItemReader, ResultWriter, runtime) or whose
-    # counts cannot be read confirms no item.
-    not_confirmed = sfn.Pass(
-        scope,
-        "BatchNotConfirmed",
-        comment="The map run failed or its counts could not be read: no item is confirmed",
-        parameters={
-            "error": sfn.JsonPath.string_at("$.mapFailure.Error"),
-            "cause": sfn.JsonPath.format(
-                "none of the {} items is confirmed: {} ({}); redrive the batch to run them all again",
-                sfn.JsonPath.string_at("$.total"),
-                sfn.JsonPath.string_at("$.mapFailure.Error"),
-                sfn.JsonPath.string_at("$.mapFailure.Cause"),
-            ),
-            "failedItems": sfn.JsonPath.number_at("$.total"),
-            "totalItems": sfn.JsonPath.number_at("$.total"),
-            "resultsKey": "",
-        },
-        result_path="$.failure",
-    )
-    not_confirmed.next(record_failure)
+    # Fail closed: a map run that failed as a whole (ItemReader, ResultWriter, runtime), whose
+    # counts cannot be read, are not final after every read, or count other items than PrepareBatch
+    # did confirms no item. Each of these states rebuilds the state with only what RecordBatchFailure
+    # and BatchNotConfirmed read: the map's error (up to 32,768 characters) is in the cause once,
+    # not also in $.mapFailure next to it.
+    def not_confirmed(
+        state_id: str, comment: str, error: str, cause: str, *values: str, results_key: str | None = None
+    ) -> sfn.Pass:
+        state = sfn.Pass(
+            scope,
+            state_id,
+            comment=comment,
+            parameters={
+                **{f"{field}.$": f"$.{field}" for field in ("batchId", "manifest", "total", "redriveOf")},
+                "failure": {
+                    "error": error,
+                    "notConfirmed": True,
+                    "cause": sfn.JsonPath.format(cause, *values),
+                    "failedItems": sfn.JsonPath.number_at("$.total"),
+                    "totalItems": sfn.JsonPath.number_at("$.total"),
+                    "resultsKey": results_key if results_key else "",
+                },
+            },
+        )
+        state.next(record_failure)
+        return state
 
-    read_counts = _read_map_run(scope, status_write_retry)
-    read_counts.add_catch(not_confirmed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
+    results_key = sfn.JsonPath.string_at("$.mapRun.ResultWriterDetails.Key")
+    map_failed = not_confirmed(
+        "MapRunNotConfirmed",
+        "The map run failed or its counts could not be read: no item is confirmed",
+        sfn.JsonPath.string_at("$.mapFailure.Error"),
+        "none of the {} items PrepareBatch counted is confirmed: {} ({}); redrive the batch to run them all again",
+        sfn.JsonPath.string_at("$.total"),
+        sfn.JsonPath.string_at("$.mapFailure.Error"),
+        sfn.JsonPath.string_at("$.mapFailure.Cause"),
+    )
+    not_final = not_confirmed(
+        "CountsNotFinal",
+        f"The map run's counts were still not final after {MAP_RUN_READS} reads: no verdict from them",
+        BATCH_NOT_CONFIRMED,
+        # (no apostrophe: a quote delimits a literal inside an intrinsic function)
+        f"the counts of the map run were not final after {MAP_RUN_READS} reads over {sum(COUNT_REREAD_WAITS)} s "
+        "({} succeeded, {} pending, {} running of the {} items it counted; PrepareBatch counted {}): "
+        "the batch is not confirmed; redrive it",
+        sfn.JsonPath.string_at(f"{COUNTS}.succeeded"),
+        sfn.JsonPath.string_at(f"{COUNTS}.pending"),
+        sfn.JsonPath.string_at(f"{COUNTS}.running"),
+        sfn.JsonPath.string_at(f"{COUNTS}.total"),
+        sfn.JsonPath.string_at("$.total"),
+        results_key=results_key,
+    )
+    mismatch = not_confirmed(
+        "TotalMismatch",
+        "The map run did not run the items PrepareBatch counted: no verdict from its counts",
+        BATCH_NOT_CONFIRMED,
+        "the map run counted {} items ({} succeeded), PrepareBatch counted {} in s3://{}/{} (version {}): "
+        "the batch is not confirmed; check the manifest and redrive it",
+        sfn.JsonPath.string_at(f"{COUNTS}.total"),
+        sfn.JsonPath.string_at(f"{COUNTS}.succeeded"),
+        sfn.JsonPath.string_at("$.total"),
+        sfn.JsonPath.string_at("$.manifest.bucket"),
+        sfn.JsonPath.string_at("$.manifest.key"),
+        sfn.JsonPath.string_at(MANIFEST_VERSION_PATH),
+        results_key=results_key,
+    )
+
     tally = sfn.Pass(
         scope,
         "CountUnsuccessful",
-        comment="Items that failed, timed out or were aborted",
+        comment="Items that failed, timed out or were aborted; the successes the verdict needs",
         parameters={
-            "unsuccessful.$": "States.MathAdd(States.MathAdd($.counts.failed, $.counts.timedOut), $.counts.aborted)"
+            "unsuccessful.$": f"States.MathAdd(States.MathAdd({COUNTS}.failed, {COUNTS}.timedOut), {COUNTS}.aborted)",
+            "required.$": f"States.MathAdd($.total, {-run.failure_threshold})",
         },
         result_path="$.tally",
     )
@@ -276,14 +426,14 @@ def build_map_workflow(
                 + str(run.failure_threshold)
                 + "); their items and context are in the dead-letter queue",
                 sfn.JsonPath.string_at("$.tally.unsuccessful"),
-                sfn.JsonPath.string_at("$.counts.total"),
-                sfn.JsonPath.string_at("$.counts.failed"),
-                sfn.JsonPath.string_at("$.counts.timedOut"),
-                sfn.JsonPath.string_at("$.counts.aborted"),
+                sfn.JsonPath.string_at(f"{COUNTS}.total"),
+                sfn.JsonPath.string_at(f"{COUNTS}.failed"),
+                sfn.JsonPath.string_at(f"{COUNTS}.timedOut"),
+                sfn.JsonPath.string_at(f"{COUNTS}.aborted"),
             ),
             "failedItems": sfn.JsonPath.number_at("$.tally.unsuccessful"),
-            "totalItems": sfn.JsonPath.number_at("$.counts.total"),
-            "resultsKey": sfn.JsonPath.string_at("$.mapRun.ResultWriterDetails.Key"),
+            "totalItems": sfn.JsonPath.number_at(f"{COUNTS}.total"),
+            "resultsKey": results_key,
         },
         result_path="$.failure",
     )
@@ -306,26 +456,37 @@ def build_map_workflow(
     forward.add_retry(**retry_props(status_write_retry, KIT_LAMBDA_RETRY_ERRORS))
     within = (
         sfn.Choice(scope, "WithinFailureThreshold?")
-        .when(sfn.Condition.number_less_than_equals("$.tally.unsuccessful", run.failure_threshold), update)
+        .when(sfn.Condition.number_greater_than_equals_json_path(f"{COUNTS}.succeeded", "$.tally.required"), update)
         .otherwise(summarize)
     )
     # Forwarding is best effort on top of the children's own DLQ sends: the verdict goes on.
     forward.add_catch(within, errors=[sfn.Errors.ALL], result_path="$.forwardFailure")
     forward.next(within)
     decide = (
-        sfn.Choice(scope, "AllItemsSucceeded?")
-        .when(sfn.Condition.number_equals("$.tally.unsuccessful", 0), update)
+        sfn.Choice(scope, "MapRunConfirmed?")
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.number_equals(f"{COUNTS}.pending", 0),
+                sfn.Condition.number_equals(f"{COUNTS}.running", 0),
+                sfn.Condition.number_equals_json_path(f"{COUNTS}.total", "$.total"),
+                sfn.Condition.number_equals("$.tally.unsuccessful", 0),
+                sfn.Condition.number_equals_json_path(f"{COUNTS}.succeeded", "$.total"),
+            ),
+            update,
+        )
+        .when(sfn.Condition.not_(sfn.Condition.number_equals_json_path(f"{COUNTS}.total", "$.total")), mismatch)
         .otherwise(forward)
     )
-    read_counts.next(tally).next(decide)
+    tally.next(decide)
+    first_read = read_map_run_chain(scope, status_write_retry, final=tally, not_final=not_final, unreadable=map_failed)
 
     fmt_choice = sfn.Choice(scope, "Manifest format?")
     for fmt in FORMATS:
         dmap = _distributed_map(
             scope, fmt, run, bucket, _item_processor(scope, fmt, worker, dlq_send_retry, dlq)
         )
-        dmap.add_catch(not_confirmed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
-        dmap.next(read_counts)
+        dmap.add_catch(map_failed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
+        dmap.next(first_read)
         if fmt == "CSV":
             fmt_choice.when(sfn.Condition.string_equals("$.manifest.format", "CSV"), dmap)
         else:

@@ -7,8 +7,11 @@ Shape (JSONPath, no variables)::
                  ─▶ RunTasks (Parallel: one branch per task, siblings never cancelled)
                        branch T: Run T? ─▶ Input T ─▶ Run T ──(Retry; Catch States.ALL)──▶ DeadLetter T ─▶ T failed
                                     └──▶ Skip T (redrive only)
-                 ─▶ AllTasksSucceeded? ── every branch SUCCEEDED/SKIPPED ─▶ UpdateFinalStatus ─▶ (end)
-                                        └ otherwise ─▶ CountFailedTasks ─▶ RecordBatchFailure ─▶ BatchFailed (Fail)
+                 ─▶ EveryTaskReported? ─▶ AllTasksSucceeded?
+                       every branch SUCCEEDED (SKIPPED in a redrive only) ─▶ UpdateFinalStatus ─▶ (end)
+                       a task without a marker, or with one not SUCCEEDED/FAILED/SKIPPED-in-a-redrive
+                         ─▶ T not confirmed ─▶ UnconfirmedTask ─▶ RecordBatchFailure ─▶ BatchNotConfirmed (Fail)
+                       otherwise ─▶ CountFailedTasks ─▶ RecordBatchFailure ─▶ BatchFailed (Fail)
 
 A branch whose task exhausted its retries ends *successfully* with ``{"status": "FAILED"}`` after the
 DLQ send, so its siblings keep running; the decision after the Parallel state reads those markers
@@ -33,6 +36,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from fanout_common.final_status import (
+    BATCH_NOT_CONFIRMED,
     FAILED,
     FAILURE_UPDATE_EXPRESSION,
     SUCCEEDED,
@@ -201,12 +205,54 @@ def build_parallel_workflow(
         failure_comment="Records FAILED with the failed tasks; never overwrites a SUCCEEDED batch",
     )
 
+    # Fail closed: finalize only with a SUCCEEDED marker from every configured task (SKIPPED only
+    # in a redrive, where ValidateInput let the input name only some tasks). A task without a
+    # marker, or with one the verdict does not know, is not confirmed: the batch is recorded FAILED
+    # with that task (so a redrive re-runs it) and the execution fails BatchNotConfirmed.
+    # Two Choices, presence first: a missing path in a comparison is a runtime error.
+    unconfirmed = sfn.Pass(
+        scope,
+        "UnconfirmedTask",
+        comment="The task without a marker is recorded as failed: a redrive must re-run it",
+        parameters={"failedTasks.$": "States.Array($.failure.task)"},
+        result_path="$.outcome",
+    )
+    unconfirmed.next(record_failure)
+    missing: dict[str, sfn.Pass] = {}
+    for b in child_tasks:
+        missing[b.name] = sfn.Pass(
+            scope,
+            f"{b.name} not confirmed",
+            parameters={
+                "error": BATCH_NOT_CONFIRMED,
+                "notConfirmed": True,
+                "task": b.name,
+                "cause": f"task {b.name} left no SUCCEEDED or FAILED marker (nor SKIPPED in a redrive): "
+                "whether it ran is not known, so the batch is not finalized; redrive the batch with "
+                f"{b.name} in tasks",
+            },
+            result_path="$.failure",
+        )
+        missing[b.name].next(unconfirmed)
+
+    def status(b: WorkflowTask) -> str:
+        return f"$.outcome.byTask.{b.name}.status"
+
+    def skipped_in_redrive(b: WorkflowTask) -> sfn.Condition:
+        return sfn.Condition.and_(
+            sfn.Condition.string_equals(status(b), SKIPPED), sfn.Condition.is_string("$.redriveOf")
+        )
+
+    def known(b: WorkflowTask) -> sfn.Condition:
+        return sfn.Condition.or_(
+            sfn.Condition.string_equals(status(b), SUCCEEDED),
+            sfn.Condition.string_equals(status(b), FAILED),
+            skipped_in_redrive(b),
+        )
+
     all_succeeded = sfn.Condition.and_(
         *[
-            sfn.Condition.or_(
-                sfn.Condition.string_equals(f"$.outcome.byTask.{b.name}.status", SUCCEEDED),
-                sfn.Condition.string_equals(f"$.outcome.byTask.{b.name}.status", SKIPPED),
-            )
+            sfn.Condition.or_(sfn.Condition.string_equals(status(b), SUCCEEDED), skipped_in_redrive(b))
             for b in child_tasks
         ]
     )
@@ -217,12 +263,17 @@ def build_parallel_workflow(
         parameters={"value": sfn.JsonPath.array_length(sfn.JsonPath.list_at(FAILURES_PATH))},
         result_path="$.outcome.failedCount",
     )
-    decide = (
-        sfn.Choice(scope, "AllTasksSucceeded?")
-        .when(all_succeeded, update)
-        .otherwise(count_failures.next(record_failure))
+    decide = sfn.Choice(scope, "AllTasksSucceeded?").when(all_succeeded, update)
+    for b in child_tasks:
+        decide.when(sfn.Condition.not_(known(b)), missing[b.name])
+    decide.otherwise(count_failures.next(record_failure))
+    markers = sfn.Choice(scope, "EveryTaskReported?").when(
+        sfn.Condition.and_(*[sfn.Condition.is_present(status(b)) for b in child_tasks]), decide
     )
-    parallel.next(decide)
+    for b in child_tasks:
+        markers.when(sfn.Condition.not_(sfn.Condition.is_present(status(b))), missing[b.name])
+    markers.otherwise(decide)  # (unreachable: one of the rules above matches)
+    parallel.next(markers)
     return validate.next(
         finished_batch_check(scope, retry=status_write_retry, status_table=status_table, proceed=parallel, redrive_path="$.redriveOf")
     )

@@ -17,6 +17,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from fanout_runtime import errors
 from fanout_runtime.errors import FINAL_STATUS_CONFLICT
 from fanout_common.final_status import (
+    BATCH_NOT_CONFIRMED,
     FAILED,
     FAILURE_CONDITION_EXPRESSION,
     FAILURE_EXPRESSION_NAMES,
@@ -109,6 +110,11 @@ def add_task_retries(task: sfn.TaskStateBase, spec: WorkflowTask) -> None:
     task.add_retry(**retry_props(spec.retryable, [errors.RETRYABLE, *spec.retry_on]))
 
 
+# Set by a workflow's not-confirmed states (with $.failure.cause): the fan-in lacks positive evidence.
+NOT_CONFIRMED_PATH = "$.failure.notConfirmed"
+NOT_CONFIRMED_CAUSE_PATH = "$.failure.cause"
+
+
 def finalize_or_fail(
     scope: Construct,
     *,
@@ -123,7 +129,10 @@ def finalize_or_fail(
 ) -> tuple[tasks.LambdaInvoke, tasks.DynamoUpdateItem]:
     """The two ends of a workflow: UpdateFinalStatus (SUCCEEDED exactly once) and
     RecordBatchFailure -> BatchFailed (FAILED recorded, never over a SUCCEEDED batch; the
-    execution then fails with ``BatchFailed`` and the given cause). Returns (update, record)."""
+    execution then fails with ``BatchFailed`` and the given cause), or -> BatchNotConfirmed when
+    the state carries ``$.failure.notConfirmed`` (the fan-in found no positive evidence for every
+    task or item: the execution fails with ``BatchNotConfirmed`` and ``$.failure.cause``).
+    Returns (update, record)."""
     update = invoke(
         scope,
         "UpdateFinalStatus",
@@ -136,6 +145,18 @@ def finalize_or_fail(
     # Idempotent (a conditional write): an ambiguous outcome is retried too.
     update.add_retry(**retry_props(status_write_retry, KIT_LAMBDA_RETRY_ERRORS))
     batch_failed = sfn.Fail(scope, "BatchFailed", error="BatchFailed", cause_path=failure_cause_path)
+    not_confirmed = sfn.Fail(
+        scope,
+        BATCH_NOT_CONFIRMED,
+        comment="Recorded FAILED: the counts or markers did not confirm every task or item",
+        error=BATCH_NOT_CONFIRMED,
+        cause_path=NOT_CONFIRMED_CAUSE_PATH,
+    )
+    verdict = (  # presence first: a missing path in a comparison is a runtime error
+        sfn.Choice(scope, "Confirmed failure?")
+        .when(sfn.Condition.is_present(NOT_CONFIRMED_PATH), not_confirmed)
+        .otherwise(batch_failed)
+    )
     record = tasks.DynamoUpdateItem(
         scope,
         "RecordBatchFailure",
@@ -157,8 +178,8 @@ def finalize_or_fail(
     record.add_retry(**retry_props(status_write_retry, DYNAMODB_TRANSIENT_ERRORS))
     # The batch already SUCCEEDED (another run finalized it): keep that record, still fail this run.
     # (Its error is discarded: a Cause next to the whole batch state could outgrow 256 KiB.)
-    record.add_catch(batch_failed, errors=["DynamoDB.ConditionalCheckFailedException"], result_path=sfn.JsonPath.DISCARD)
-    record.next(batch_failed)
+    record.add_catch(verdict, errors=["DynamoDB.ConditionalCheckFailedException"], result_path=sfn.JsonPath.DISCARD)
+    record.next(verdict)
     return update, record
 
 

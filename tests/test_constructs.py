@@ -190,7 +190,12 @@ def test_impossible_settings_are_refused_naming_the_prop(build, message):
 def test_distributed_map_fan_out_alone_with_an_existing_bucket():
     """The defaults (MAP_RETRIES) fit a 20 s worker in the Express limit."""
     stack = bare_stack()
-    bucket = s3.Bucket(stack, "Data", enforce_ssl=True)
+    unversioned = s3.Bucket(stack, "Plain", enforce_ssl=True)
+    with pytest.raises(ConfigError, match=r"^existing_data_bucket: Bare/Plain is not versioned \(versioning not enabled\); the Map workflow pins"):
+        DistributedMapFanOut(stack, "Refused", worker=FanOutTask("Resize", user_function(stack, "Fn", timeout=20)),
+                             existing_data_bucket=unversioned)
+    stack = bare_stack()
+    bucket = s3.Bucket(stack, "Data", enforce_ssl=True, versioned=True)  # the pinned manifest needs versions
     fanout = DistributedMapFanOut(
         stack, "Images",
         worker=FanOutTask("ResizeImages", user_function(stack, "ResizeFn", timeout=20)),
@@ -204,7 +209,7 @@ def test_distributed_map_fan_out_alone_with_an_existing_bucket():
     maps = [s for s in asl["States"].values() if s["Type"] == "Map"]
     assert {m["ItemBatcher"]["MaxItemsPerBatch"] for m in maps} == {50}
     assert {m["MaxConcurrency"] for m in maps} == {200}
-    assert asl["States"]["WithinFailureThreshold?"]["Choices"][0]["NumericLessThanEquals"] == 2
+    assert asl["States"]["CountUnsuccessful"]["Parameters"]["required.$"] == "States.MathAdd($.total, -2)"  # threshold 2
     assert fanout.child_worst_case_seconds == {"ProcessItems JSON": 244, "ProcessItems CSV": 244}
     template.has_resource_properties("AWS::Lambda::Function", {
         "Environment": {"Variables": Match.object_like({"TASK_NAME": "ResizeImages"})},

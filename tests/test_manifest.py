@@ -153,6 +153,8 @@ def test_prepare_batch_refuses_a_manifest_over_the_size_limit_before_reading_it(
     with mock_aws():
         s3 = boto3.client("s3", region_name="eu-west-1")
         s3.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        # versioned, as the kit's bucket: PrepareBatch pins the version it counted
+        s3.put_bucket_versioning(Bucket="data", VersioningConfiguration={"Status": "Enabled"})
         s3.put_object(Bucket="data", Key="manifests/big.json", Body=b'[{"a": 1}, {"a": 2}]')
         monkeypatch.setenv("BATCH_BUCKET_NAME", "data")
         monkeypatch.setenv("MAX_ITEM_BYTES", "8192")

@@ -4,10 +4,13 @@ Express budget, storage settings and the IAM the Distributed Map needs (a known 
 
 import pytest
 
+from fanout.budget import workflow_budget
 from fanout.local.template import resources_of_type
+from fanout_common.limits import STATE_PAYLOAD_LIMIT_BYTES
 from fanout_runtime import errors
 from stacks.config import load_environment, read_cdk_context
 from statemachines import asl_graph
+from statemachines.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
 from statemachines.express_budget import EXPRESS_LIMIT_SECONDS, check_express_children
 from statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
 from tests.conftest import ENVIRONMENTS
@@ -41,10 +44,12 @@ def test_distributed_map_settings_come_from_the_environment(env):
         assert state["ToleratedFailurePercentage"] == 100  # a failure never aborts siblings
         assert state["ItemReader"]["ReaderConfig"]["InputType"] == fmt
         assert state["ItemReader"]["Parameters"]["Key.$"] == "$.manifest.key"
+        # the version PrepareBatch validated, not whatever is the latest when the map run reads
+        assert state["ItemReader"]["Parameters"]["VersionId.$"] == "$.manifest.versionId"
         assert state["ItemSelector"] == {"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"}
         assert state["ResultWriter"]["Parameters"]["Prefix"] == "results"
-        assert state["ResultPath"] == "$.mapRun" and state["Next"] == "ReadMapRun"
-        assert state["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.mapFailure", "Next": "BatchNotConfirmed"}]
+        assert state["ResultPath"] == "$.mapRun" and state["Next"] == "ReadMapRun 1"
+        assert state["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.mapFailure", "Next": "MapRunNotConfirmed"}]
     assert maps["ProcessItems CSV"]["ItemReader"]["ReaderConfig"]["CSVHeaderLocation"] == "FIRST_ROW"
 
 
@@ -87,29 +92,101 @@ def test_each_item_batch_has_retry_catch_dlq_then_fails(env):
 def test_verdict_comes_from_the_map_runs_counts(env):
     cfg, _, asl = env
     top = asl["States"]
-    read = top["ReadMapRun"]
+    read = top["ReadMapRun 1"]
     assert read["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeMapRun"
     assert read["Parameters"] == {"MapRunArn.$": "$.mapRun.MapRunArn"}
     assert read["ResultSelector"]["failed.$"] == "$.ItemCounts.Failed"
-    assert read["Catch"][0]["Next"] == "BatchNotConfirmed"  # fail closed
+    assert read["ResultSelector"]["running.$"] == "$.ItemCounts.Running"
+    assert read["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.mapFailure", "Next": "MapRunNotConfirmed"}]
     assert top["CountUnsuccessful"]["Parameters"] == {
-        "unsuccessful.$": "States.MathAdd(States.MathAdd($.counts.failed, $.counts.timedOut), $.counts.aborted)"
+        "unsuccessful.$": "States.MathAdd(States.MathAdd($.counts.failed, $.counts.timedOut), $.counts.aborted)",
+        "required.$": f"States.MathAdd($.total, {-cfg.map.failure_threshold})",
     }
     into = sorted((n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus")
-    assert into == [("AllItemsSucceeded?", "choice0"), ("WithinFailureThreshold?", "choice0")]
-    assert top["AllItemsSucceeded?"]["Choices"][0] == {
-        "Variable": "$.tally.unsuccessful", "NumericEquals": 0, "Next": "UpdateFinalStatus",
+    assert into == [("MapRunConfirmed?", "choice0"), ("WithinFailureThreshold?", "choice0")]
+    counts = "$.counts"
+    assert top["MapRunConfirmed?"]["Choices"][0] == {
+        "And": [
+            {"Variable": f"{counts}.pending", "NumericEquals": 0},
+            {"Variable": f"{counts}.running", "NumericEquals": 0},
+            {"Variable": f"{counts}.total", "NumericEqualsPath": "$.total"},
+            {"Variable": "$.tally.unsuccessful", "NumericEquals": 0},
+            {"Variable": f"{counts}.succeeded", "NumericEqualsPath": "$.total"},
+        ],
+        "Next": "UpdateFinalStatus",
     }
+    assert [c["Next"] for c in top["MapRunConfirmed?"]["Choices"][1:]] == ["TotalMismatch"]
     assert top["WithinFailureThreshold?"]["Choices"][0] == {
-        "Variable": "$.tally.unsuccessful", "NumericLessThanEquals": cfg.map.failure_threshold,
+        "Variable": f"{counts}.succeeded", "NumericGreaterThanEqualsPath": "$.tally.required",
         "Next": "UpdateFinalStatus",
     }
     failure = asl_graph.reachable(asl, "WithinFailureThreshold?", skip_edges={("WithinFailureThreshold?", "choice0")})
     assert "UpdateFinalStatus" not in failure and "BatchFailed" in failure
-    not_confirmed = asl_graph.reachable(asl, "BatchNotConfirmed")
-    assert "UpdateFinalStatus" not in not_confirmed and "RecordBatchFailure" in not_confirmed
+    for not_confirmed in ("MapRunNotConfirmed", "CountsNotFinal", "TotalMismatch"):
+        reached = asl_graph.reachable(asl, not_confirmed)
+        assert "UpdateFinalStatus" not in reached and {"RecordBatchFailure", "BatchNotConfirmed"} <= reached
+        params = top[not_confirmed]
+        assert params.get("ResultPath", "$") == "$"  # rebuilds the state: no $.mapFailure next to the cause
+        assert params["Parameters"]["failure"]["notConfirmed"] is True
+        assert set(params["Parameters"]) == {"batchId.$", "manifest.$", "total.$", "redriveOf.$", "failure"}
+    assert top["BatchNotConfirmed"] == {
+        "Type": "Fail", "Comment": top["BatchNotConfirmed"]["Comment"], "Error": "BatchNotConfirmed",
+        "CausePath": "$.failure.cause",
+    }
     # forwarding stopped children's items happens on every path with a failure
-    assert top["AllItemsSucceeded?"]["Default"] == "ForwardFailedItems"
+    assert top["MapRunConfirmed?"]["Default"] == "ForwardFailedItems"
+
+
+@pytest.mark.parametrize("env_name", ENVIRONMENTS)
+def test_the_map_run_is_read_by_a_fixed_chain_with_the_documented_waits(synthesized, env_name):
+    """ReadMapRun 1..6 with Wait states of 1, 2, 4, 8, 16 s between them (31 s at most), each read
+    followed by a Choice: final counts go to the verdict, else the next wait; after the 6th read
+    CountsNotFinal. No loop, so the payload budget (which refuses a cycle) bounds every state."""
+    app = synthesized(env_name)
+    top = only_definition(app.template("map"))["States"]
+    reads, waits, name = [], [], "ReadMapRun 1"
+    while True:
+        read = top[name]
+        reads.append(name)
+        assert read["Type"] == "Task" and read["Resource"].endswith(":states:::aws-sdk:sfn:describeMapRun")
+        assert read["ResultPath"] == "$.counts"  # each read replaces the last
+        assert [c["Next"] for c in read["Catch"]] == ["MapRunNotConfirmed"]
+        check = top[read["Next"]]
+        assert check["Type"] == "Choice"
+        assert check["Choices"] == [{
+            "And": [{"Variable": "$.counts.pending", "NumericEquals": 0}, {"Variable": "$.counts.running", "NumericEquals": 0}],
+            "Next": "CountUnsuccessful",
+        }]
+        after = top[check["Default"]]
+        if after["Type"] != "Wait":
+            assert check["Default"] == "CountsNotFinal"
+            break
+        waits.append(after["Seconds"])
+        name = after["Next"]
+    assert reads == [f"ReadMapRun {n}" for n in range(1, 7)]
+    assert waits == [1, 2, 4, 8, 16] and sum(waits) == 31
+    assert not [n for n, s in top.items() if s["Type"] == "Wait" and n not in {top[top[r]["Next"]]["Default"] for r in reads}]
+    # the whole definition, this chain included, passes the payload budget (it raises on a cycle or
+    # on a state over 256 KiB); the reads stay small: the counts replace the last ones
+    budget = workflow_budget(app, "map")
+    sizes = {s.state: s.worst for s in budget.sizes}
+    assert {f"ReadMapRun {n}" for n in range(1, 7)} | {"CountsNotFinal", "BatchNotConfirmed"} <= set(sizes)
+    assert len({sizes[f"ReadMapRun {n}"] for n in range(2, 7)}) == 1  # no growth from read to read
+    assert max(sizes.values()) <= STATE_PAYLOAD_LIMIT_BYTES
+
+
+def test_the_old_loop_is_refused_by_the_payload_budget():
+    """Why a chain: a re-read loop (Wait ─▶ ReadMapRun ─▶ Choice ─▶ Wait) cannot be bounded."""
+    states = {
+        "ReadMapRun": {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:sfn:describeMapRun",
+                       "Parameters": {"MapRunArn.$": "$.arn"}, "ResultPath": "$.counts", "Next": "Final?"},
+        "Final?": {"Type": "Choice", "Choices": [{"Variable": "$.counts.Pending", "NumericEquals": 0, "Next": "Done"}],
+                   "Default": "Wait"},
+        "Wait": {"Type": "Wait", "Seconds": 1, "Next": "ReadMapRun"},
+        "Done": {"Type": "Succeed"},
+    }
+    with pytest.raises(PayloadBudgetError, match="is on a cycle"):
+        payload_budget({"StartAt": "ReadMapRun", "States": states}, Budget(Leaf(100), kit_function_outputs(input_cap=100)))
 
 
 def test_every_express_child_fits_the_express_limit(env):
@@ -138,6 +215,8 @@ def test_state_machine_iam_covers_the_distributed_map(env):
     assert labels == ["/ProcessItemsCSV:*", "/ProcessItemsJSON:*"]
     (s3_rw,) = granted("s3:GetObject")
     assert {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"} == set(s3_rw["Action"])
+    (versions,) = granted("s3:GetObjectVersion")  # the pinned manifest, under manifests/ only
+    assert versions["Action"] == "s3:GetObjectVersion" and versions["Resource"]["Fn::Join"][1][-1] == "/manifests/*"
     assert granted("sqs:SendMessage") and granted("dynamodb:UpdateItem") and granted("lambda:InvokeFunction")
     (read_runs,) = granted("states:DescribeMapRun")
     labels = sorted(str(r["Fn::Join"][1][-1]) for r in read_runs["Resource"])

@@ -105,21 +105,35 @@ def test_update_final_status_is_reachable_only_when_every_task_succeeded(env):
     # The only edge into UpdateFinalStatus is the decision's first rule...
     into = [(n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus"]
     assert into == [("AllTasksSucceeded?", "choice0")]
-    # ...which demands SUCCEEDED (or SKIPPED in a redrive) from every branch, by name.
+    # ...which demands SUCCEEDED (or SKIPPED in a redrive only) from every branch, by name.
     rule = top["AllTasksSucceeded?"]["Choices"][0]
     assert [c["Or"] for c in rule["And"]] == [
         [
             {"Variable": f"$.outcome.byTask.{t.name}.status", "StringEquals": "SUCCEEDED"},
-            {"Variable": f"$.outcome.byTask.{t.name}.status", "StringEquals": "SKIPPED"},
+            {"And": [
+                {"Variable": f"$.outcome.byTask.{t.name}.status", "StringEquals": "SKIPPED"},
+                {"Variable": "$.redriveOf", "IsString": True},
+            ]},
         ]
         for t in cfg.tasks
     ]
-    # Every other way out of the Parallel state ends in BatchFailed without UpdateFinalStatus.
-    failure = asl_graph.reachable(asl, "AllTasksSucceeded?", skip_edges={("AllTasksSucceeded?", "choice0")})
-    assert "UpdateFinalStatus" not in failure and "BatchFailed" in failure
+    # A task with no marker, or one the verdict does not know, is not confirmed, by name.
+    reported = top["EveryTaskReported?"]
+    assert reported["Choices"][0]["And"] == [
+        {"Variable": f"$.outcome.byTask.{t.name}.status", "IsPresent": True} for t in cfg.tasks
+    ]
+    assert [c["Next"] for c in reported["Choices"][1:]] == [f"{t.name} not confirmed" for t in cfg.tasks]
+    assert [c["Next"] for c in top["AllTasksSucceeded?"]["Choices"][1:]] == [f"{t.name} not confirmed" for t in cfg.tasks]
+    for t in cfg.tasks:
+        assert top[f"{t.name} not confirmed"]["Parameters"]["task"] == t.name
+        assert {"RecordBatchFailure", "BatchNotConfirmed"} <= asl_graph.reachable(asl, f"{t.name} not confirmed")
+    # Every other way out of the Parallel state ends in BatchFailed or BatchNotConfirmed without UpdateFinalStatus.
+    failure = asl_graph.reachable(asl, "EveryTaskReported?", skip_edges={("AllTasksSucceeded?", "choice0")})
+    assert "UpdateFinalStatus" not in failure and {"BatchFailed", "BatchNotConfirmed"} <= failure
     assert top["BatchFailed"]["Type"] == "Fail" and top["BatchFailed"]["Error"] == "BatchFailed"
+    assert top["BatchNotConfirmed"]["Type"] == "Fail" and top["BatchNotConfirmed"]["Error"] == "BatchNotConfirmed"
     # The Parallel state itself has no Catch that could route around the decision.
-    assert "Catch" not in top["RunTasks"] and top["RunTasks"]["Next"] == "AllTasksSucceeded?"
+    assert "Catch" not in top["RunTasks"] and top["RunTasks"]["Next"] == "EveryTaskReported?"
 
 
 def test_failure_is_recorded_with_a_condition_that_never_overwrites_success(env):
@@ -128,7 +142,8 @@ def test_failure_is_recorded_with_a_condition_that_never_overwrites_success(env)
     assert record["Resource"] == "arn:aws:states:::dynamodb:updateItem"
     assert record["Parameters"]["ConditionExpression"] == "attribute_not_exists(batchId) OR #status = :failed"
     assert record["Parameters"]["ExpressionAttributeValues"][":failedTasks"] == {"SS.$": "$.outcome.failedTasks"}
-    assert record["Next"] == "BatchFailed"
+    assert record["Next"] == "Confirmed failure?"
+    assert asl["States"]["Confirmed failure?"]["Default"] == "BatchFailed"
     assert record["Catch"][0]["ErrorEquals"] == ["DynamoDB.ConditionalCheckFailedException"]
 
 
@@ -158,9 +173,9 @@ def test_a_duplicate_start_reads_the_status_record_before_any_task(env):
 
 def test_happy_path_transitions_counted_from_the_asl(env):
     cfg, _, asl = env
-    # ValidateInput, ReadBatchStatus, BatchRecorded?, RunTasks, AllTasksSucceeded?,
-    # UpdateFinalStatus + (Choice, Input Pass, Task) per task
-    assert asl_graph.happy_path_transitions(asl) == 6 + 3 * len(cfg.tasks)
+    # ValidateInput, ReadBatchStatus, BatchRecorded?, RunTasks, EveryTaskReported?,
+    # AllTasksSucceeded?, UpdateFinalStatus + (Choice, Input Pass, Task) per task
+    assert asl_graph.happy_path_transitions(asl) == 7 + 3 * len(cfg.tasks)
 
 
 def test_storage_settings_per_environment(env):

@@ -4,7 +4,13 @@ with the project's real handlers in-process and DynamoDB / SQS (and S3) emulated
 What the local run adapts, all here and all visible:
 
 * Retry waits: by default honoured (really slept, with the jitter the interpreter draws); with
-  ``sleep_retries=False`` they are recorded in ``retry_clock.waits`` and not slept, for tests.
+  ``sleep_retries=False`` they are recorded in ``retry_clock.waits`` and not slept, for tests. Wait
+  states likewise (``retry_clock.state_waits``).
+* S3: a bucket the template versions (``VersioningConfiguration``) is versioned locally too, so
+  object versions (the Map workflow's pinned manifest) behave as in AWS.
+* DescribeMapRun: moto's counts are final as soon as the Map state ends. ``map_run_view`` (tests)
+  answers the state machine's reads with other counts, e.g. not final yet, as AWS may (it documents
+  no consistency guarantee for DescribeMapRun right after the Map state ends).
 * moto's Step Functions failure logging is silenced (it logs every caught error at length).
 * EventBridge: moto runs no rule targets. When an execution ends, the engine builds the
   documented "Step Functions Execution Status Change" event and delivers it to the Lambda target of
@@ -183,6 +189,7 @@ class RetryClock:
     def __init__(self, sleep: bool):
         self.sleep_enabled = sleep
         self.waits: list[float] = []
+        self.state_waits: list[float] = []  # Wait states' seconds (slept only when sleep_enabled)
         self._lock = threading.Lock()
         self.children: ChildClock | None = None
 
@@ -341,6 +348,9 @@ class LocalEngine:
         self.sandbox = sandbox
         self.sandboxes: Any = None
         self.payload_violations: list[Any] = []  # payload_limits.Violation: states over 256 KiB
+        # (read number from 1, the map run's true itemCounts) -> the itemCounts DescribeMapRun answers
+        self.map_run_view: Callable[[int, dict[str, int]], dict[str, int]] | None = None
+        self.map_run_reads = 0
 
     # ----------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalEngine":
@@ -394,6 +404,8 @@ class LocalEngine:
         retrier_decl.RetrierDecl._eval_body = eval_body
         self._exit.callback(setattr, retrier_decl.RetrierDecl, "_eval_body", original_eval_body)
         self._patch_sqs_send()
+        self._patch_wait_states()
+        self._patch_describe_map_run()
         self.sfn = self.client("stepfunctions")
         self.sqs = self.client("sqs")
         self.dynamodb = self.client("dynamodb")
@@ -484,10 +496,12 @@ class LocalEngine:
             kinesis = self.client("kinesis")
             kinesis.create_stream(StreamName=lid, ShardCount=int(res["Properties"].get("ShardCount", 1)))
             local.streams[lid] = attrs[(lid, "Arn")]
-        for lid in resources_of_type(template, "AWS::S3::Bucket"):
-            self.client("s3").create_bucket(
-                Bucket=refs[lid], CreateBucketConfiguration={"LocationConstraint": self.region}
-            )
+        for lid, res in resources_of_type(template, "AWS::S3::Bucket").items():
+            s3 = self.client("s3")
+            s3.create_bucket(Bucket=refs[lid], CreateBucketConfiguration={"LocationConstraint": self.region})
+            versioning = (res.get("Properties") or {}).get("VersioningConfiguration", {}).get("Status")
+            if versioning:
+                s3.put_bucket_versioning(Bucket=refs[lid], VersioningConfiguration={"Status": versioning})
             local.buckets[lid] = refs[lid]
         functions = resources_of_type(template, "AWS::Lambda::Function")
         resolve = make_resolver(refs, attrs, self.region)
@@ -670,6 +684,40 @@ class LocalEngine:
 
         SQSBackend.send_message = send_message
         self._exit.callback(setattr, SQSBackend, "send_message", original)
+
+    def _patch_wait_states(self) -> None:
+        """Wait states on the retry clock: slept when retry waits are, else recorded."""
+        from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+        original = WaitFunction._wait_interval
+        clock = self.retry_clock
+
+        def wait_interval(function, env, wait_seconds):
+            clock.state_waits.append(float(wait_seconds))
+            if clock.sleep_enabled:
+                return original(function, env, wait_seconds)
+            return None
+
+        WaitFunction._wait_interval = wait_interval
+        self._exit.callback(setattr, WaitFunction, "_wait_interval", original)
+
+    def _patch_describe_map_run(self) -> None:
+        """DescribeMapRun through ``map_run_view`` when a test sets one (see the module notes)."""
+        from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+        original = StepFunctionsParserBackend.describe_map_run
+        engine = self
+
+        def describe_map_run(backend, map_run_arn):
+            described = original(backend, map_run_arn)
+            view = engine.map_run_view
+            if view is None:
+                return described
+            engine.map_run_reads += 1
+            return {**described, "itemCounts": view(engine.map_run_reads, dict(described["itemCounts"]))}
+
+        StepFunctionsParserBackend.describe_map_run = describe_map_run
+        self._exit.callback(setattr, StepFunctionsParserBackend, "describe_map_run", original)
 
     # --------------------------------------------------------------- lookups
     def function_id(self, service: str, workflow: str = "parallel") -> str:

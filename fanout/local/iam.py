@@ -136,7 +136,10 @@ def permissions_for(service: str, operation: str, params: Mapping[str, Any], reg
     if service == "s3":
         bucket = params.get("Bucket")
         if operation in _S3_OBJECT_ACTIONS and bucket and "Key" in params:
-            return (Permission(_S3_OBJECT_ACTIONS[operation], f"arn:aws:s3:::{bucket}/{params['Key']}"),)
+            action = _S3_OBJECT_ACTIONS[operation]
+            if action == "s3:GetObject" and params.get("VersionId"):
+                action = "s3:GetObjectVersion"  # a given version (Service Authorization Reference, Amazon S3)
+            return (Permission(action, f"arn:aws:s3:::{bucket}/{params['Key']}"),)
         if operation in _S3_BUCKET_ACTIONS and bucket:
             return (Permission(_S3_BUCKET_ACTIONS[operation], f"arn:aws:s3:::{bucket}"),)
         raise UnmappedCall(f"s3:{operation}: not mapped")

@@ -41,6 +41,9 @@ from fanout_runtime.errors import FinalStatusConflict
 
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
+# The execution error of a batch whose fan-in found no positive evidence for every task or item
+# (the workflow recorded it FAILED; a redrive runs it again).
+BATCH_NOT_CONFIRMED = "BatchNotConfirmed"
 
 # Used verbatim by the state machine's RecordBatchFailure DynamoDB UpdateItem (statemachines/states.py).
 FAILURE_UPDATE_EXPRESSION = (

@@ -145,26 +145,6 @@ def test_a_hung_item_within_the_limit_goes_to_the_dlq_from_its_own_child(map_eng
     assert map_engine.map_run_counts(result.arn)["failed"] == 1
 
 
-def test_item_reader_failure_records_failed(map_engine):
-    """The manifest is valid when PrepareBatch reads it, then gone when the ItemReader does: the
-    Distributed Map fails as a whole, its Catch records FAILED (no item confirmed)."""
-    manifest = map_engine.upload_manifest("manifests/vanishing.json", json.dumps(items(4)).encode())
-    prepare = map_engine.function_id("PrepareBatch", "map")
-
-    def delete_after_prepare(function, event, result):
-        if function == prepare:
-            map_engine.client("s3").delete_object(Bucket=manifest["bucket"], Key=manifest["key"])
-
-    map_engine.router.after_invoke = delete_after_prepare
-    result = run(map_engine, "m-reader", manifest=manifest)
-    assert result.status == "FAILED" and result.error == "BatchFailed"
-    assert "none of the 4 items is confirmed" in result.cause
-    assert "BatchNotConfirmed" in states_entered(result.history)
-    record = map_engine.status_record("m-reader", "map")
-    assert (record["status"], record["failedItems"], record["totalItems"], record["resultsKey"]) == ("FAILED", 4, 4, "")
-    assert record["failureError"].startswith("States.")
-
-
 def test_csv_manifest(map_engine):
     body = b"imageId,width\n" + b"".join(f"img-{i},{i}\n".encode() for i in range(12))
     manifest = map_engine.upload_manifest("manifests/images.csv", body)

@@ -37,7 +37,7 @@ def test_all_tasks_succeed_then_final_status_once(engine, batch):
 def test_happy_path_transitions_match_the_asl_count(engine, batch, dev_app):
     result = engine.run("parallel", batch())
     expected = happy_path_transitions(only_definition(dev_app.template("parallel")))
-    assert state_transitions(result.history) == expected == 6 + 3 * len(TASKS)
+    assert state_transitions(result.history) == expected == 7 + 3 * len(TASKS)
 
 
 def test_transient_failure_twice_then_success(engine, batch):
@@ -52,7 +52,7 @@ def test_transient_failure_twice_then_success(engine, batch):
     assert len(engine.retry_clock.waits) == 2
     assert all(0 <= w <= c for w, c in zip(engine.retry_clock.waits, ceilings))
     # one retry costs one extra transition per retry
-    assert state_transitions(result.history) == 6 + 3 * len(TASKS) + 2
+    assert state_transitions(result.history) == 7 + 3 * len(TASKS) + 2
 
 
 def test_permanent_failure_goes_to_the_dlq_and_blocks_the_final_status(engine, batch):
