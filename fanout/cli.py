@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     iam.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
     iam.add_argument("--no-ledger", action="store_true", help="skip the completion-ledger scenario")
-    ops_commands.add_parsers(sub)  # start, watch, status, dlq: a deployed environment (boto3)
+    ops_commands.add_parsers(sub)  # start, watch, status, dlq, results: a deployed environment (boto3)
     return parser
 
 

@@ -27,6 +27,7 @@ from fanout.local.moto_lambda import InjectedFault
 from fanout.local.history import ProgressTracker, state_transitions, task_attempts
 from fanout.ops.dlq import describe
 from fanout.ops.watch import batch_id_of, counts_line
+from fanout.results import parallel_outcomes, save_local_batch, summary_line
 from fanout_common.simulation import AMBIGUOUS_MODES
 from fanout.views import PlainTaskLog, error_line, make_console, task_table
 
@@ -243,6 +244,8 @@ def run_demo(args: Any, console: Console | None = None) -> int:
             result = _follow_items(console, engine, arn, title, execution_input.get("batchId") or plan.name)
         batch_id = batch_id_of(result.described, result.history)
         record = engine.status_record(batch_id, workflow) if batch_id else None
+        # for `fanout results BATCH_ID --local`, once this engine (and its state) is gone
+        saved = save_local_batch(engine.client, engine.deployment(workflow), batch_id) if record else None
         map_run = engine.map_run_counts(result.arn) if workflow == "map" else None
         dlq = engine.dlq_peek(workflow)
         invocations = len(engine.router.invocations)
@@ -284,6 +287,11 @@ def run_demo(args: Any, console: Console | None = None) -> int:
         f"execution {result.seconds:.2f}s"
     )
     console.print(escape(measured.line()) + " [dim](fanout estimate for the forecast)[/]")
+    if batch_id:
+        total = map_run["total"] if map_run else len(parallel_outcomes([result.history], result.arn)) or None
+        console.print(escape(summary_line(batch_id, workflow, record, f"fanout results {batch_id} --local", total)))
+        if saved:
+            console.print(f"[dim]results saved in {escape(str(saved))}[/]")
     return 0 if result.status == "SUCCEEDED" else 1
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from fanout.errors import CliError
 from fanout.handler_logs import quiet_env, quiet_handler_logs
@@ -44,6 +45,7 @@ from fanout.local.event_sources import (
     sqs_mappings,
 )
 from fanout.ops.dlq import queue_counts
+from fanout.results import save_local_batch, summary_line
 
 WORKFLOW = "ledger"
 SOURCE_SERVICE = "LedgerSqsConsumer"  # POWERTOOLS_SERVICE_NAME of the source queue's consumer
@@ -205,6 +207,9 @@ def run_ledger_demo(
         facts["recorder_invocations"] = engine.router.count(facts["function_ids"]["recorder"])
         facts["processing_function"] = processing
         facts["processing_invocations"] = engine.router.count(processing) if processing else None
+        # for `fanout results BATCH_ID --local`, once this engine (and its state) is gone
+        saved = save_local_batch(engine.client, engine.deployment(WORKFLOW), batch_id) if facts["status_record"] else None
+        facts["saved"] = str(saved) if saved else None
         if on_engine:
             on_engine(engine)
     facts["wall_seconds"] = round(time.monotonic() - started, 2)
@@ -418,6 +423,8 @@ def print_outcome(console: Console, facts: Mapping[str, Any]) -> None:
         console.print(f"final status record: {json.dumps(record, sort_keys=True)}")
     else:
         console.print("final status record: none written (the batch was not decided)")
+    console.print(escape(summary_line(facts["batch_id"], WORKFLOW, record, f"fanout results {facts['batch_id']} --local",
+                                      facts["children"])))
     for index in facts["fail"]:
         delivered = facts["deliveries"].get(index, 0)
         if kinesis:

@@ -1,5 +1,6 @@
 """UpdateFinalStatus: reached only when every task of the batch succeeded. Writes the batch's
-SUCCEEDED record exactly once (see fanout_common.final_status for the rules)."""
+SUCCEEDED record exactly once (see fanout_common.final_status for the rules), with ``resultsAt``:
+where the batch's results are (``fanout results``)."""
 
 import functools
 import os
@@ -9,13 +10,23 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.final_status import record_success
+from fanout_common.final_status import record_success, s3_results_at
 from fanout_common.observability import logger, tracer
 
 
 @functools.cache
 def _dynamodb() -> Any:
     return boto3.client("dynamodb")
+
+
+def results_at(event: dict[str, Any]) -> str:
+    """The Map's ResultWriter manifest (``resultWriterDetails``: the Distributed Map's
+    ``ResultWriterDetails``), the ledger's marks (``resultsAt``, given by its consumer), else the
+    execution itself (the Parallel: its history)."""
+    details = event.get("resultWriterDetails")
+    if isinstance(details, dict) and details.get("Bucket") and details.get("Key"):
+        return s3_results_at(details["Bucket"], details["Key"])
+    return event.get("resultsAt") or event["executionArn"]
 
 
 @tracer.capture_lambda_handler
@@ -35,6 +46,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ran_tasks=ran,
         redrive_of=event.get("redriveOf"),
         now=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        results_at=results_at(event),
     )
     logger.info("final status", extra=result.to_dict())
     return result.to_dict()

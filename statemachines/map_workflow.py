@@ -322,6 +322,8 @@ def build_map_workflow(
             "executionArn.$": "$$.Execution.Id",
             "redriveOf.$": "$.redriveOf",
             "results": {},
+            # where the items' results are: the status record's resultsAt (fanout results)
+            "resultWriterDetails.$": "$.mapRun.ResultWriterDetails",
         },
         status_table=status_table,
         failure_update_expression=MAP_FAILURE_UPDATE_EXPRESSION,

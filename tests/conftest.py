@@ -21,6 +21,10 @@ for key, value in {
 }.items():
     os.environ[key] = value
 os.environ.pop("AWS_PROFILE", None)
+# `fanout run` / `fanout ledger` save each batch for `fanout results --local`: not in the repository
+import tempfile  # noqa: E402
+
+os.environ["FANOUT_STATE_DIR"] = tempfile.mkdtemp(prefix="fanout-state-")
 
 from stacks.runtime_node import use_venv_node  # noqa: E402
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-OPS_COMMANDS = ("start", "watch", "status", "dlq")
+OPS_COMMANDS = ("start", "watch", "status", "dlq", "results")
 
 
 def global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -69,6 +69,31 @@ def add_parsers(sub: Any) -> None:
                 help="stop watching after this long (default: until it ends)",
             )
 
+    results = sub.add_parser(
+        "results",
+        parents=[common],
+        help="a batch's results item by item (Map), task by task (Parallel) or child by child (ledger)",
+        description="Finds the batch by its status record and lists its outcomes: index, item or task, "
+        "status, error, cause, attempts and where it is (DLQ message, result file), read from the "
+        "Map's ResultWriter files (streamed), the Parallel's execution history or the ledger's child "
+        "marks. From a deployed stack (--env, or --app PATH for your own app's), or from what fanout "
+        "run / fanout ledger saved locally (--local). Read-only. Exit code 0 once listed; 2 for a "
+        "bad flag or an unknown batch.",
+    )
+    results.add_argument("batch_id", metavar="BATCH_ID", help="the batch id of the status record")
+    results.add_argument("--env", help="environment from cdk.json (default: dev)")
+    results.add_argument("--app", metavar="PATH", help="a stack of your own CDK app (its folder with "
+                         "cdk.json, or its cdk.out), deployed; the workflow is found in its stacks")
+    results.add_argument("--stack", metavar="NAME", help="with --app: the stack holding the workflow, when several do")
+    results.add_argument("--local", action="store_true",
+                         help="the batch as the last fanout run / fanout ledger of it left it (saved in "
+                         ".fanout-cache/batches, or $FANOUT_STATE_DIR)")
+    results.add_argument("--workflow", choices=("parallel", "map", "ledger"),
+                         help="which workflow's batch (default: the one whose status table has it)")
+    results.add_argument("--failed", action="store_true", help="only what did not succeed")
+    results.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                         help="table (default), json (one array of objects) or csv (a header row)")
+
     dlq = sub.add_parser("dlq", help="the dead-letter queue: list (peek) or redrive a batch")
     dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
     listing = dlq_sub.add_parser(
@@ -114,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
                 from fanout.ops.start import cmd_start
 
                 return cmd_start(args, out)
+            if args.command == "results":
+                from fanout.ops.results import cmd_results
+
+                return cmd_results(args, out)
             if args.command in ("watch", "status"):
                 from fanout.ops.watch import cmd_watch
 

@@ -237,4 +237,15 @@ def summarize(out: Any, watcher: Watcher) -> int:
         out.print(
             f"redrive them:        fanout dlq redrive --env {env}{flag} --batch {watcher.batch_id}"
         )
+    if watcher.batch_id and status != "RUNNING":
+        out.print(escape(_summary(watcher, record)))
     return 0 if status == "SUCCEEDED" else 1
+
+
+def _summary(watcher: Watcher, record: dict[str, Any] | None) -> str:
+    """The last line: the verdict, how many failed of how many, the command that lists them."""
+    from fanout.results import summary_line
+
+    d = watcher.deployment
+    total = (watcher.map_run or {}).get("total") if d.workflow == "map" else len(watcher.tracker.tasks)
+    return summary_line(watcher.batch_id, d.workflow, record, f"fanout results {watcher.batch_id} --env {d.env.name}", total)

@@ -48,7 +48,7 @@ BATCH_NOT_CONFIRMED = "BatchNotConfirmed"
 # Used verbatim by the state machine's RecordBatchFailure DynamoDB UpdateItem (statemachines/states.py).
 FAILURE_UPDATE_EXPRESSION = (
     "SET #status = :failed, failedTasks = :failedTasks, executionArn = :executionArn, "
-    "updatedAt = :updatedAt ADD failedRuns :one"
+    "resultsAt = :executionArn, updatedAt = :updatedAt ADD failedRuns :one"
 )
 # The Map workflow records counts instead of task names (same condition).
 # failedItems: items not confirmed succeeded (failed, timed out, aborted, or all of them when the
@@ -59,6 +59,22 @@ MAP_FAILURE_UPDATE_EXPRESSION = (
     "executionArn = :executionArn, updatedAt = :updatedAt ADD failedRuns :one"
 )
 FAILURE_CONDITION_EXPRESSION = "attribute_not_exists(batchId) OR #status = :failed"
+
+# Where a batch's results are (``resultsAt``, read by ``fanout results``): the Parallel's execution
+# (its history holds each task's outcome), the Map's ResultWriter manifest (``s3://BUCKET/KEY``;
+# a FAILED Map record has its key in ``resultsKey``, in the batch data bucket), the ledger's child
+# marks (``dynamodb://TABLE/BATCH#ID``: the partition they are in). Written with every SUCCEEDED
+# record (UpdateFinalStatus), and with the FAILED records of the Parallel and the ledger.
+S3_RESULTS = "s3://"
+LEDGER_RESULTS = "dynamodb://"
+
+
+def s3_results_at(bucket: str, key: str) -> str:
+    return f"{S3_RESULTS}{bucket}/{key}"
+
+
+def ledger_results_at(table: str, batch_id: str) -> str:
+    return f"{LEDGER_RESULTS}{table}/BATCH#{batch_id}"
 FAILURE_EXPRESSION_NAMES = {"#status": "status"}
 
 # Written by the execution-failure guard (lambdas/record_execution_failure.py) only.
@@ -145,8 +161,9 @@ def record_success(
     ran_tasks: Iterable[str],
     now: str,
     redrive_of: str | None = None,
+    results_at: str | None = None,
 ) -> FinalizeResult:
-    """Write SUCCEEDED exactly once; a repeat is a no-op; a FAILED verdict is never overwritten
+    """Write SUCCEEDED exactly once (with ``resultsAt``, where the batch's results are); a repeat is a no-op; a FAILED verdict is never overwritten
     except by the redrive of the execution that recorded it (or by that execution itself when the
     guard recorded it). Over a FAILED record, the failure fields move to ``previousFailure``.
 
@@ -174,7 +191,7 @@ def record_success(
         try:
             _write_success(
                 client, table_name, batch_id=batch_id, execution_arn=execution_arn, ran=ran, now=now,
-                redrive_of=redrive_of, replaces=replaces,
+                redrive_of=redrive_of, replaces=replaces, results_at=results_at,
             )
         except client.exceptions.ConditionalCheckFailedException as exc:
             old = _plain(exc.response.get("Item"))
@@ -216,6 +233,7 @@ def _write_success(
     now: str,
     redrive_of: str | None,
     replaces: dict[str, Any] | None,
+    results_at: str | None = None,
 ) -> None:
     """SUCCEEDED where there is no record (``replaces`` None), or over the FAILED record
     ``replaces`` exactly as read (same ``updatedAt``) if this execution may finalize it."""
@@ -229,6 +247,9 @@ def _write_success(
     if redrive_of is not None:
         values[":redriveOf"] = {"S": redrive_of}
         update += ", redriveOf = :redriveOf"
+    if results_at:
+        values[":resultsAt"] = {"S": results_at}
+        update += ", resultsAt = :resultsAt"
     if ran:
         update += ", ranTasks = :ranTasks"
         values[":ranTasks"] = {"SS": ran}
@@ -318,6 +339,7 @@ def record_counted_failure(
     failed_items: int,
     total_items: int,
     now: str,
+    results_at: str | None = None,
 ) -> str:
     """The FAILED record of a batch decided by counts (the completion ledger's consumers): the same
     item the Map workflow's failure step writes (``MAP_FAILURE_UPDATE_EXPRESSION``). Idempotent per
@@ -328,10 +350,11 @@ def record_counted_failure(
         client.update_item(
             TableName=table_name,
             Key={"batchId": {"S": batch_id}},
-            UpdateExpression=MAP_FAILURE_UPDATE_EXPRESSION,
+            UpdateExpression=MAP_FAILURE_UPDATE_EXPRESSION.replace("SET ", "SET resultsAt = :resultsAt, ", 1),
             ConditionExpression="attribute_not_exists(batchId) OR (#status = :failed AND executionArn <> :executionArn)",
             ExpressionAttributeNames=FAILURE_EXPRESSION_NAMES,
             ExpressionAttributeValues={
+                ":resultsAt": {"S": results_at or ""},
                 ":failed": {"S": FAILED},
                 ":failedItems": {"N": str(failed_items)},
                 ":totalItems": {"N": str(total_items)},

@@ -29,7 +29,7 @@ from typing import Any
 
 import boto3
 
-from .final_status import record_counted_failure
+from .final_status import ledger_results_at, record_counted_failure
 from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
 from .ledger_work import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, WORK_SUCCEEDED, Claim, WorkRecords
 from .metric_names import BATCH_COMPLETED_METRIC, BATCH_FAILED_METRIC
@@ -217,12 +217,16 @@ def invoke_processing_function(client: Any, function_name: str, message: ChildMe
     return json.loads(body or b"null")
 
 
-def invoke_finalizer(client: Any, function_name: str, batch_id: str, identity: str) -> dict[str, Any]:
-    """Invoke UpdateFinalStatus synchronously with the event the workflows use."""
+def invoke_finalizer(
+    client: Any, function_name: str, batch_id: str, identity: str, results_at: str | None = None
+) -> dict[str, Any]:
+    """Invoke UpdateFinalStatus synchronously with the event the workflows use (``resultsAt``:
+    where the batch's results are, the ledger's child marks)."""
     response = client.invoke(
         FunctionName=function_name,
         InvocationType="RequestResponse",
-        Payload=json.dumps({"batchId": batch_id, "executionArn": identity, "results": {}}).encode(),
+        Payload=json.dumps({"batchId": batch_id, "executionArn": identity, "results": {},
+                            **({"resultsAt": results_at} if results_at else {})}).encode(),
     )
     body = response["Payload"].read()
     if response.get("FunctionError"):
@@ -237,7 +241,8 @@ def finish(ledger: Ledger, result: LedgerResult, identity: str) -> LedgerResult:
         ledger_metrics.set_default_dimensions(environment=os.environ.get("FANOUT_ENV", "local"))
     if result.must_finalize:
         final = invoke_finalizer(
-            lambda_client(), os.environ["FINALIZER_FUNCTION_NAME"], result.batch_id, identity
+            lambda_client(), os.environ["FINALIZER_FUNCTION_NAME"], result.batch_id, identity,
+            ledger_results_at(ledger.table_name, result.batch_id),
         )
         ledger_metrics.add_metric(name=BATCH_COMPLETED_METRIC, unit=MetricUnit.Count, value=1)
         logger.info("batch completed and finalized", extra={"ledger": result.to_dict(), "final": final})
@@ -253,6 +258,7 @@ def finish(ledger: Ledger, result: LedgerResult, identity: str) -> LedgerResult:
                 failed_items=result.failed or 0,
                 total_items=result.total or 0,
                 now=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                results_at=ledger_results_at(ledger.table_name, result.batch_id),
             )
         ledger_metrics.add_metric(name=BATCH_FAILED_METRIC, unit=MetricUnit.Count, value=1)
         logger.error("batch FAILED", extra={"ledger": result.to_dict(), "finishedBy": identity,
