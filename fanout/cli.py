@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from fanout.errors import CliError
 from fanout.local.app_source import add_app_options
@@ -21,8 +22,16 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its usage errors in one line (a bad flag or choice names itself and the
+    fix, no usage block); the subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fanout",
         description="The fan-out/fan-in kit: run a batch locally, or start, watch and redrive one in AWS.",
     )

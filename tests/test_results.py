@@ -154,7 +154,8 @@ def test_an_unknown_format_is_refused(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["results", "b", "--local", "--format", "xx"])
     assert exited.value.code == 2
-    assert "argument --format: invalid choice: 'xx' (choose from 'table', 'json', 'csv')" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("fanout results: argument --format: invalid choice: 'xx' (choose from "
+                                       "'table', 'json', 'csv'); see fanout results --help\n")
 
 
 # --------------------------------------------------------------------------- the readers

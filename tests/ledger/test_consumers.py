@@ -98,7 +98,9 @@ def test_sqs_all_children_and_a_duplicate_finalize_exactly_once(handler_env, cap
         {"Records": [sqs_record(bodies[2]), sqs_record(bodies[0], receive_count=2)]}, handler_env.context
     )
     assert first == second == {"batchItemFailures": []}
-    assert handler_env.lambda_client.invocations == [{"batchId": "s2", "executionArn": "ledger:sqs:2", "results": {}}]
+    assert handler_env.lambda_client.invocations == [{  # resultsAt: where the children's marks are
+        "batchId": "s2", "executionArn": "ledger:sqs:2", "results": {},
+        "resultsAt": f"dynamodb://{handler_env.ledger_table}/BATCH#s2"}]
     status = final_status.read_status(handler_env.dynamodb, handler_env.status_table, "s2")
     assert status["status"] == "SUCCEEDED" and status["finalizedBy"] == "ledger:sqs:2"
     batch = ledger_batch(handler_env, "s2")
