@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     iam.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
     iam.add_argument("--no-ledger", action="store_true", help="skip the completion-ledger scenario")
+    add_app_options(iam)
+    iam.add_argument("--input", metavar="FILE", help="with --app: a batch input of your app (its tasks' or "
+                     "items' payloads) for the scenarios (default: empty task payloads, items {\"id\": ...})")
     ops_commands.add_parsers(sub)  # start, watch, status, dlq, results: a deployed environment (boto3)
     return parser
 

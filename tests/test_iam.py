@@ -159,3 +159,21 @@ def test_iam_report_names_an_unknown_environment_in_one_line(capsys):
     assert main(["iam-report", "--env", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["fanout iam-report: --env: unknown environment 'nope': pass -c env=NAME with one of: dev, prod"]
+
+
+def test_iam_report_flags_of_another_app_are_checked_before_any_synth(capsys, tmp_path):
+    from fanout.cli import main
+
+    assert main(["iam-report", "--stack", "Shop"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "fanout iam-report: --stack NAME goes with --app PATH (this repository's app: --env)")
+    bad = tmp_path / "batch.json"
+    bad.write_text("{nope")
+    assert main(["iam-report", "--app", str(tmp_path), "--input", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fanout: --input {bad}: not valid JSON")
+    bad.write_text('{"batchId": "x"}')
+    assert main(["iam-report", "--app", str(tmp_path), "--input", str(bad)]) == 2
+    assert 'expected a batch input with "tasks" (Parallel) or "items" (Map)' in capsys.readouterr().err
+    assert main(["iam-report", "--app", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.strip() == f"fanout: --app {tmp_path / 'missing'}: no such directory"

@@ -306,6 +306,30 @@ def test_what_fails_on_aws_fails_locally(orders):
     assert "task=ReturnsSet error=Runtime.MarshalError" in done.stdout
 
 
+def test_iam_report_app_evaluates_every_call_of_the_apps_workflow(orders):
+    """fanout iam-report --app: the scenarios on the app's own workflow (faults injected by the
+    engine), every call of the kit's roles checked against the app's synthesized policies."""
+    done = fanout(orders, "iam-report", "--app", "cdk.out", "--stack", "OrdersApp", "--no-ledger", code=0)
+    assert "/OrdersApp/Orders: parallel: a batch succeeds, then is started again" in done.stdout
+    assert "Reserve fails permanently (injected), is dead-lettered" in done.stdout
+    assert "the redrive of Reserve finalizes the batch" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("iam: ") and ", 0 denied," in last
+    # the success path ran: UpdateFinalStatus wrote the status record with its own grant
+    role = done.stdout.split("parallel / UpdateFinalStatus\n", 1)[1].split("\n\n", 1)[0]
+    assert "call  dynamodb:UpdateItem" in role and "allowed" in role
+    assert "UNEXPLAINED" not in done.stdout
+
+
+def test_iam_report_app_needs_a_batch_the_apps_functions_accept(orders):
+    batch = write(orders, "rejected.json", {"batchId": "r", "tasks": {"Reserve": {"reject": "no stock"},
+                                                                     "Charge": {}, "Notify": {}}})
+    done = fanout(orders, "iam-report", "--app", "cdk.out", "--stack", "OrdersApp", "--input", batch,
+                  "--no-ledger", code=2)
+    assert done.stderr.count("\n") == 1 and "--input: the --input batch did not succeed" in done.stderr
+    assert "pass --input FILE" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.slow
 def test_the_three_constructs_in_one_stack_without_env(shop):
     batch = write(shop, "batch.json", {"batchId": "order-3", "tasks": {"Reserve": {}, "Charge": {}, "Notify": {}}})
@@ -335,6 +359,16 @@ def test_a_ledger_batch_is_finalized_once(shop):
     assert "UpdateFinalStatus: ran (1 invocation(s))" in done.stdout
     assert "processing function Process" in done.stdout and ": 25 invocation(s)" in done.stdout
     assert '"status": "SUCCEEDED"' in done.stdout
+
+
+@pytest.mark.slow
+def test_iam_report_app_covers_the_three_constructs(shop):
+    done = fanout(shop, "iam-report", "--app", "cdk.out", code=0)
+    for scenario in ("/ShopApp/Orders: parallel: the redrive of Reserve finalizes the batch",
+                     "/ShopApp/Items: map: one item fails permanently (injected), is dead-lettered",
+                     "/ShopApp/Ledger: ledger: six children over SQS, one dead-lettered"):
+        assert scenario in done.stdout
+    assert ", 0 denied," in done.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.slow

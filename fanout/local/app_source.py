@@ -169,29 +169,29 @@ def region_for(stack_region: str) -> str:
     return stack_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
 
 
-def load_app(path: str | Path, *, stack: str | None = None, kind: str | None = None,
-             outdir: str | Path | None = None) -> tuple[SynthesizedApp, FoundWorkflow]:
-    """The app at ``path`` (CDK app directory or cloud assembly), synthesized if needed (into
-    ``outdir``, or a temporary folder removed at exit), with the chosen workflow."""
+def _assembly(path: str | Path, outdir: str | Path | None) -> Path:
+    """The cloud assembly of the app at ``path`` (its folder, synthesized by its own app command into
+    ``outdir`` or a temporary folder removed at exit; or an assembly already)."""
     folder = Path(path).resolve()  # the functions' code assets are found from it, from any folder
     if (folder / "manifest.json").is_file():
-        assembly = folder
-    elif (folder / "cdk.json").is_file():
+        return folder
+    if (folder / "cdk.json").is_file():
         if outdir is None:
             import atexit
 
             outdir = tempfile.mkdtemp(prefix="fanout-synth-")
             atexit.register(shutil.rmtree, outdir, True)
-        assembly = synth_app(folder, outdir)
-    elif not folder.is_dir():
+        return Path(synth_app(folder, outdir))
+    if not folder.is_dir():
         raise AppSourceError(f"--app {path}: no such directory")
-    else:
-        raise AppSourceError(
-            f"--app {path}: neither a CDK app (cdk.json) nor a cloud assembly (manifest.json); pass your app's folder"
-        )
-    found, templates, regions = find_workflows(assembly)
-    chosen = choose(found, list(templates), stack=stack, kind=kind, where=f"--app {path}")
-    app = SynthesizedApp(
+    raise AppSourceError(
+        f"--app {path}: neither a CDK app (cdk.json) nor a cloud assembly (manifest.json); pass your app's folder"
+    )
+
+
+def _app_for(assembly: Path, chosen: FoundWorkflow, templates: dict[str, dict[str, Any]],
+             regions: dict[str, str]) -> SynthesizedApp:
+    return SynthesizedApp(
         env_name=EXTERNAL_APP,
         outdir=Path(assembly),
         templates=templates,
@@ -200,4 +200,26 @@ def load_app(path: str | Path, *, stack: str | None = None, kind: str | None = N
         workflow_outputs={chosen.kind: chosen.outputs},
         workflow_scopes={chosen.kind: chosen.logical_ids},
     )
-    return app, chosen
+
+
+def load_app(path: str | Path, *, stack: str | None = None, kind: str | None = None,
+             outdir: str | Path | None = None) -> tuple[SynthesizedApp, FoundWorkflow]:
+    """The app at ``path`` (CDK app directory or cloud assembly), synthesized if needed (into
+    ``outdir``, or a temporary folder removed at exit), with the chosen workflow."""
+    assembly = _assembly(path, outdir)
+    found, templates, regions = find_workflows(assembly)
+    chosen = choose(found, list(templates), stack=stack, kind=kind, where=f"--app {path}")
+    return _app_for(assembly, chosen, templates, regions), chosen
+
+
+def load_workflows(path: str | Path, *, stack: str | None = None,
+                   outdir: str | Path | None = None) -> list[tuple[SynthesizedApp, FoundWorkflow]]:
+    """Every workflow of the kit in one stack of the app at ``path`` (``--stack``, or the one stack
+    that holds any), each with its engine view, in template order."""
+    assembly = _assembly(path, outdir)
+    found, templates, regions = find_workflows(assembly)
+    candidates = [w for w in found if stack is None or w.stack == stack]
+    if (stack is not None and stack not in templates) or len({w.stack for w in candidates}) != 1:
+        choose(found, list(templates), stack=stack, kind=None, where=f"--app {path}")  # its one-line error
+    target = candidates[0].stack
+    return [(_app_for(assembly, w, templates, regions), w) for w in found if w.stack == target]

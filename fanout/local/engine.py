@@ -721,9 +721,13 @@ class LocalEngine:
 
     # --------------------------------------------------------------- lookups
     def function_id(self, service: str, workflow: str = "parallel") -> str:
-        for lid, name in self.stacks[workflow].functions.items():
-            if name == service:
-                return lid
+        """The logical id of the function named ``service``; of the workflow's own construct when
+        its stack holds several of the kit's constructs (each has its UpdateFinalStatus...)."""
+        named = [lid for lid, name in self.stacks[workflow].functions.items() if name == service]
+        scope = (getattr(self.app, "workflow_scopes", None) or {}).get(workflow)
+        own = [lid for lid in named if scope and lid in scope]
+        if own or named:
+            return (own or named)[0]
         raise KeyError(f"no function {service!r} in the {workflow} workflow")
 
     def deployment(self, workflow: str = "parallel") -> Any:
@@ -810,14 +814,18 @@ class LocalEngine:
             described=described,
         )
 
-    def iam_report(self):
+    def iam_report(self, keep: Callable[[str], bool] | None = None):
         """Every recorded call evaluated against its role's synthesized policies, and the grants
-        no call used (``fanout.local.iam.IamReport``)."""
+        no call used (``fanout.local.iam.IamReport``). ``keep(logical_id)``: only those functions
+        and state machines (a stack holding several of the kit's constructs: this one's and the
+        app's own functions)."""
         from fanout.local.iam import check, stack_principals
 
         principals = {}
         for workflow in self.workflows:
             principals.update(stack_principals(workflow, self.app.template(workflow), self.region))
+        if keep is not None:
+            principals = {key: p for key, p in principals.items() if keep(p.logical_id)}
         return check(list(self.iam_calls), principals)
 
     def _deliver_status_change(self, described: Mapping[str, Any]) -> None:

@@ -43,6 +43,9 @@ EXPECTED_UNUSED: tuple[Expected, ...] = (
     Expected("StateMachine", "logs:*ResourcePolic*", "*", "Step Functions' vended log delivery keeps the Logs resource policy"),
     Expected("StateMachine", "lambda:InvokeFunction", "arn:aws:lambda:*:function:*:*",
              "versions and aliases (<function>:*), granted by CDK's LambdaInvoke; the kit invokes unqualified"),
+    Expected("Ledger*", "lambda:InvokeFunction", "arn:aws:lambda:*:function:*:*",
+             "versions and aliases (<function>:*) of your processing function, granted by CDK's grant_invoke; "
+             "the ledger invokes it unqualified", stack="ledger"),
     # The Distributed Map's own grants: moto runs child executions and map-run bookkeeping inside
     # its interpreter, without API calls.
     Expected("StateMachine", "states:StartExecution", "*", "the Distributed Map starts its child executions (moto: internal)"),
@@ -75,7 +78,7 @@ EXPECTED_UNUSED: tuple[Expected, ...] = (
              "tests/ledger run its handlers on moto without IAM", stack="ledger"),
     Expected("LedgerSweeper", "dynamodb:*", "*", "the sweeper runs on its schedule for batches past their deadline; "
              "no scenario waits that long", stack="ledger"),
-    Expected("LedgerSqsConsumer", "dynamodb:UpdateItem", "arn:aws:dynamodb:*:table/FinalStatus*", "writes the "
+    Expected("LedgerSqsConsumer", "dynamodb:UpdateItem", "arn:aws:dynamodb:*:table/*FinalStatus*", "writes the "
              "batch's FAILED status record only when it wins a FAILED verdict; in the report's scenario the "
              "DLQ recorder wins it (the failing child is the last one counted)", stack="ledger"),
     Expected("LedgerDlqRecorder", "lambda:InvokeFunction", "*", "finalizes only when failures are tolerated "
