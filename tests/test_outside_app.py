@@ -51,8 +51,12 @@ ORDERS_APP = textwrap.dedent('''\
 
     orders = Stack(app, "OrdersApp")  # no env: environment-agnostic
     work = function(orders, "Work", "work.handler", GREETING="hello")
-    ParallelFanOut(orders, "Orders", tasks=[FanOutTask("Reserve", work), FanOutTask("Charge", work),
-                                            FanOutTask("Notify", work)])
+    # Charge: a library's ThrottlingException retried, CardDeclined dead-lettered at once, by name
+    ParallelFanOut(orders, "Orders", tasks=[
+        FanOutTask("Reserve", work),
+        FanOutTask("Charge", work, retry_on=["ThrottlingException"], never_retry=["CardDeclined"]),
+        FanOutTask("Notify", work),
+    ])
 
     strict = Stack(app, "StrictApp")  # what would fail on AWS
     ParallelFanOut(strict, "Strict", tasks=[
@@ -96,19 +100,25 @@ FUNCTIONS = {
     "work.py": '''\
         import os
 
-
-        class RetryableTaskError(Exception):
-            """Retried by the kit's Retry rule (matched by name)."""
+        from fanout_runtime.errors import NonRetryableTaskError  # the kit's runtime layer, as on AWS
 
 
-        class NonRetryableTaskError(Exception):
-            """Dead-lettered at once."""
+        class ThrottlingException(Exception):
+            """A library's error: retried because the task names it in retry_on."""
+
+
+        class CardDeclined(Exception):
+            """Named in never_retry: dead-lettered at once."""
 
 
         def handler(event, context):
             data = event.get("input") or {}
             if data.get("reject"):
                 raise NonRetryableTaskError(f"{event['task']}: {data['reject']}")
+            if event["attempt"] < data.get("throttled", 0):  # attempt is 0-based
+                raise ThrottlingException(f"attempt {event['attempt']}: slow down")
+            if data.get("declined"):
+                raise CardDeclined("card 4242 declined")
             return {"task": event["task"], "greeting": os.environ["GREETING"], "attempt": event["attempt"]}
         ''',
     "items.py": '''\
@@ -293,6 +303,20 @@ def test_fanout_run_app_dead_letters_a_permanent_failure_with_its_context(orders
     assert "injected permanent failure of Charge" in done.stdout
     assert 'input:     {"amount": 12}' in done.stdout
     assert '"status": "FAILED"' in done.stdout
+
+
+def test_the_apps_own_error_names_are_retried_or_dead_lettered_as_its_task_says(orders):
+    """retry_on / never_retry with the app's own exception classes, run from its own code asset
+    (which imports fanout_runtime from the kit's layer)."""
+    batch = write(orders, "names.json", {"batchId": "order-names", "tasks": {
+        "Reserve": {}, "Charge": {"throttled": 2}, "Notify": {}}})
+    done = fanout(orders, "run", batch, "--app", "cdk.out", "--stack", "OrdersApp", "--no-sleep", code=0)
+    assert "execution SUCCEEDED" in done.stdout and "Charge=3" in done.stdout
+    batch = write(orders, "names.json", {"batchId": "order-declined", "tasks": {
+        "Reserve": {}, "Charge": {"declined": True}, "Notify": {}}})
+    done = fanout(orders, "run", batch, "--app", "cdk.out", "--stack", "OrdersApp", "--no-sleep", code=1)
+    assert "Charge=1" in done.stdout and "dead-letter queue: 1 message(s)" in done.stdout
+    assert "task=Charge error=CardDeclined" in done.stdout
 
 
 def test_what_fails_on_aws_fails_locally(orders):
