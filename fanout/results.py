@@ -439,6 +439,10 @@ def _one_line(text: Any, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+_encode = json.JSONEncoder(sort_keys=True, default=str).encode  # one encoder for every outcome
+ITEM_COLUMN = FIELDS.index("item")
+
+
 def write_outcomes(outcomes: Iterable[Outcome], fmt: str, out: IO[str]) -> tuple[int, int]:
     """Write the outcomes as they come (nothing is collected); returns (shown, failed)."""
     shown = failed = 0
@@ -446,7 +450,7 @@ def write_outcomes(outcomes: Iterable[Outcome], fmt: str, out: IO[str]) -> tuple
         out.write("[")
         for shown, outcome in enumerate(outcomes, 1):
             failed += outcome.failed
-            out.write(("\n" if shown == 1 else ",\n") + json.dumps(outcome.to_dict(), sort_keys=True, default=str))
+            out.write(("\n" if shown == 1 else ",\n") + _encode(outcome.to_dict()))
         out.write("\n]\n" if shown else "]\n")
         return shown, failed
     if fmt == "csv":
@@ -454,9 +458,9 @@ def write_outcomes(outcomes: Iterable[Outcome], fmt: str, out: IO[str]) -> tuple
         writer.writerow(FIELDS)
         for shown, outcome in enumerate(outcomes, 1):
             failed += outcome.failed
-            row = outcome.to_dict()
-            row["item"] = json.dumps(row["item"], sort_keys=True) if row["item"] is not None else ""
-            writer.writerow(["" if row[f] is None else row[f] for f in FIELDS])
+            row = [getattr(outcome, name) for name in FIELDS]
+            row[ITEM_COLUMN] = _encode(row[ITEM_COLUMN]) if row[ITEM_COLUMN] is not None else ""
+            writer.writerow(["" if value is None else value for value in row])
         return shown, failed
     header = f"{'INDEX':>7}  {'TASK/ITEM':<28}  {'STATUS':<12}  {'ATTEMPTS':>8}  ERROR / CONTEXT"
     out.write(header + "\n")

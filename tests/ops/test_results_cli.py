@@ -61,3 +61,15 @@ def test_an_unknown_batch_is_one_line_and_exit_2(cli, deployment):
     missing = cli("results", "no-such-batch", "--workflow", "parallel")
     assert missing.code == 2 and missing.err.startswith("fanout: batch no-such-batch: no status record in dev")
     assert len(missing.err.strip().splitlines()) == 1
+
+
+def test_a_stack_of_an_app_is_found_with_app_and_stack(cli, deployment, batch_file, dev_app):
+    """--app PATH (here the synthesized assembly of the kit's own app, whose constructs record their
+    workflow metadata as any app's do) and --stack: the deployed stack's outputs name the tables."""
+    watch(cli, started_arn(cli("start", batch_file("rs-app"))))
+    stack = deployment.engine.deployment("parallel").stack_name
+    listed = cli("results", "rs-app", "--app", str(dev_app.outdir), "--stack", stack, "--format", "json")
+    assert listed.code == 0, listed.err
+    assert sorted(o["task"] for o in json.loads(listed.out)) == ["ChargePayment", "NotifyCustomer", "ReserveInventory"]
+    missing = cli("results", "rs-app", "--app", str(dev_app.outdir), "--stack", "NoSuchStack")
+    assert missing.code == 2 and "--stack NoSuchStack: no such stack in --app" in missing.err
