@@ -210,6 +210,12 @@ def run_ledger_demo(
         # for `fanout results BATCH_ID --local`, once this engine (and its state) is gone
         saved = save_local_batch(engine.client, engine.deployment(WORKFLOW), batch_id) if facts["status_record"] else None
         facts["saved"] = str(saved) if saved else None
+        # what the run used, priced as fanout estimate prices it (fanout.local.metering): the
+        # consumers' and recorders' invocations, the pollers' and the producer's SQS requests, the
+        # ledger's DynamoDB request units; no Step Functions execution
+        measured = engine.measured_cost([])
+        facts["measured_cost"] = measured.to_json()
+        facts["measured_cost_line"] = measured.line()
         if on_engine:
             on_engine(engine)
     facts["wall_seconds"] = round(time.monotonic() - started, 2)
@@ -425,6 +431,8 @@ def print_outcome(console: Console, facts: Mapping[str, Any]) -> None:
         console.print("final status record: none written (the batch was not decided)")
     console.print(escape(summary_line(facts["batch_id"], WORKFLOW, record, f"fanout results {facts['batch_id']} --local",
                                       facts["children"])))
+    if facts.get("measured_cost_line"):
+        console.print(escape(facts["measured_cost_line"]) + " [dim](fanout estimate --workflow ledger for the forecast)[/]")
     for index in facts["fail"]:
         delivered = facts["deliveries"].get(index, 0)
         if kinesis:

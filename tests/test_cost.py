@@ -227,3 +227,26 @@ def test_estimate_stack_without_app_is_one_line(capsys):
     assert main(["estimate", "--items", "5", "--stack", "Mine"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--stack NAME goes with --app PATH" in err
+
+
+def test_a_local_ledger_run_prints_its_measured_cost(dev_app):
+    """fanout ledger prints what the run used at list prices, as fanout run does: the consumers'
+    invocations, the pollers' and the producer's SQS requests, the ledger's DynamoDB writes."""
+    import io
+
+    from rich.console import Console
+
+    from fanout.ledger_demo import run_ledger_demo
+
+    out = io.StringIO()
+    facts = run_ledger_demo(dev_app, children=6, fail=[], concurrency=2, duplicate=False,
+                            console=Console(file=out, width=400), batch_id="cost-ledger")
+    cost = facts["measured_cost"]
+    assert facts["ledger_status"] == "COMPLETED"
+    assert cost["counts"]["transitions"] == 0  # no Step Functions on the ledger path
+    assert cost["counts"]["invocations"] >= 1
+    # each child: its transactional mark + counter, and the work record (fanout_common/ledger_work)
+    assert cost["components"]["dynamodb_write_units"]["quantity"] >= 4 * 6
+    assert cost["components"]["sqs_requests"]["quantity"] >= 1  # the producer's send at least
+    assert cost["total_usd"] > 0
+    assert facts["measured_cost_line"].startswith("measured cost: $") and facts["measured_cost_line"] in out.getvalue()
