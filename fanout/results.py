@@ -38,7 +38,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,7 +46,7 @@ from fanout.errors import CliError
 from fanout_common.final_status import LEDGER_RESULTS, S3_RESULTS, _plain, read_status
 from fanout_common.json_stream import READ_CHUNK_BYTES, iter_json_array
 from fanout_common.map_results import MAX_ENTRY_BYTES
-from fanout_common.outcomes import FIELDS, NOT_FINISHED, SKIPPED, SUCCEEDED, Outcome, entry_outcomes
+from fanout_common.outcomes import FIELDS, NOT_CONFIRMED, NOT_FINISHED, SKIPPED, SUCCEEDED, Outcome, entry_outcomes
 
 WORKFLOWS = ("parallel", "map", "ledger")
 FORMATS = ("table", "json", "csv")
@@ -376,9 +376,21 @@ class BatchResults:
             table = where if kind == "dynamodb" else self.target.ledger_table
             return ledger_outcomes(self.source, table, self.batch_id, failed_only=failed_only)
         if self.workflow == "parallel" and kind == "execution":
-            every = parallel_outcomes(self.source.history_pages(where), where)
+            every = [self._confirmed(o) for o in parallel_outcomes(self.source.history_pages(where), where)]
             return iter([o for o in every if o.failed] if failed_only else every)
         return iter(())
+
+
+    def _confirmed(self, outcome: Outcome) -> Outcome:
+        """Fail closed: a task the FAILED record names (``failedTasks``) is never shown as
+        succeeded, even when its run succeeded in the history (its branch left no marker, so the
+        workflow did not confirm it: BatchNotConfirmed)."""
+        if (outcome.status == SUCCEEDED and self.record.get("status") == "FAILED"
+                and outcome.task in (self.record.get("failedTasks") or [])):
+            return replace(outcome, status=NOT_CONFIRMED, error="BatchNotConfirmed",
+                           cause="its run succeeded, but the workflow did not confirm it (no marker): "
+                           "the record names it failed; a redrive runs it again")
+        return outcome
 
 
 def results_location(record: dict[str, Any], target: Target, batch_id: str) -> str | None:

@@ -258,3 +258,53 @@ def test_summary_lines():
     assert summary_line("B", "parallel", guard, "fanout results B --local") == (
         "batch B: FAILED — the execution ended TIMED_OUT (States.Timeout); list them: fanout results B --local --failed")
     assert summary_line("B", "map", None, "x").startswith("batch B: no status record yet")
+
+
+def history_of(*steps):
+    """A Parallel execution's history events (GetExecutionHistory's shapes) from (type, state, details)."""
+    events, previous = [], 0
+    for number, (kind, state, details) in enumerate(steps, 1):
+        event = {"id": number, "previousEventId": previous, "type": kind}
+        if kind.endswith("StateEntered"):
+            event["stateEnteredEventDetails"] = {"name": state}
+        elif kind.endswith("StateExited"):
+            event["stateExitedEventDetails"] = {"name": state}
+        elif details:
+            event[details[0]] = details[1]
+        events.append(event)
+        previous = number
+    return events
+
+
+def test_parallel_outcomes_read_across_history_pages_and_a_task_the_record_names_failed_is_not_confirmed():
+    from fanout.results import BatchResults, Target, parallel_outcomes
+
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:x"
+    events = history_of(
+        ("ExecutionStarted", None, ("executionStartedEventDetails", {"input": json.dumps({"tasks": {"B": {}, "A": {}}})})),
+        ("ChoiceStateEntered", "Run A?", None), ("PassStateEntered", "Input A", None),
+        ("TaskStateEntered", "Run A", None), ("TaskScheduled", None, None),
+        ("TaskFailed", None, ("taskFailedEventDetails", {"error": "Boom", "cause": "first"})),
+        ("TaskScheduled", None, None), ("TaskSucceeded", None, ("taskSucceededEventDetails", {"output": "{}"})),
+        ("TaskStateExited", "Run A", None),
+        ("ChoiceStateEntered", "Run B?", None), ("TaskStateEntered", "Run B", None), ("TaskScheduled", None, None),
+        ("TaskFailed", None, ("taskFailedEventDetails", {"error": "Fatal", "cause": "no"})),
+        ("TaskStateEntered", "DeadLetter B", None), ("TaskScheduled", None, None),
+        ("TaskSucceeded", None, ("taskSucceededEventDetails", {"output": json.dumps({"MessageId": "m-1"})})),
+        ("PassStateEntered", "B dead-lettered", None),
+    )
+    pages = [events[:5], events[5:11], events[11:]]  # GetExecutionHistory pages: state follows across them
+    a_and_b = parallel_outcomes(pages, arn)
+    assert [(o.index, o.task, o.status, o.attempts, o.error, o.dlq_message_id) for o in a_and_b] == [
+        (0, "B", "FAILED", 1, "Fatal", "m-1"), (1, "A", "SUCCEEDED", 2, None, None)]
+
+    class Pages:
+        def history_pages(self, execution_arn):
+            assert execution_arn == arn
+            return iter(pages)
+
+    record = {"status": "FAILED", "executionArn": arn, "resultsAt": arn, "failedTasks": ["A", "B"]}
+    batch = BatchResults("x", Target("parallel", "t"), record, Pages(), arn)
+    shown = {o.task: o for o in batch.outcomes(failed_only=True)}
+    assert (shown["A"].status, shown["A"].error) == ("NOT_CONFIRMED", "BatchNotConfirmed")
+    assert shown["B"].status == "FAILED"

@@ -16,6 +16,7 @@ from .map_results import child_items
 SUCCEEDED = "SUCCEEDED"
 SKIPPED = "SKIPPED"  # a Parallel task a redrive did not re-run (it succeeded in the run it redrives)
 NOT_FINISHED = "NOT_FINISHED"  # the execution ended before the task decided (stopped, timed out)
+NOT_CONFIRMED = "NOT_CONFIRMED"  # its run succeeded, but the workflow did not confirm it (recorded failed)
 # A Map item's status is its child execution's, as the result files give it: SUCCEEDED, FAILED,
 # TIMED_OUT, ABORTED or PENDING. A ledger child's is its mark's outcome: SUCCEEDED or FAILED.
 OK_STATUSES = frozenset({SUCCEEDED, SKIPPED})
