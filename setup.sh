@@ -40,12 +40,12 @@ if [ "$(cat node_modules/.fanout-npm-stamp 2>/dev/null)" != "$npm_stamp" ]; then
 fi
 
 # The kit's folders on the venv's path (what an editable install does, without copying anything):
-# the app, fanout/ and statemachines/ from here, the handlers and fanout_common from lambdas/, each
+# the app, fanout/ and statemachines/ from here, the handlers and fanout_kit.common from lambdas/, each
 # by one import name. Users of the kit install it instead: pip install <this folder> (pyproject.toml).
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n%s\n' "$PWD" "$PWD/lambdas" > "$site/fanout-kit-dev.pth"
 
-# The `fanout` command: python -m fanout in this kit's venv, from any directory.
+# The `fanout` command: python -m fanout_kit in this kit's venv, from any directory.
 cat > .venv/bin/fanout.tmp <<'SCRIPT'
 #!/bin/sh
 # The fan-out kit's command line, written by setup.sh: `fanout --help`.
@@ -54,7 +54,7 @@ if [ ! -f "$kit/fanout/cli.py" ]; then
   echo "fanout: cannot find the kit next to $0 (run ./setup.sh in the kit's folder)" >&2
   exit 2
 fi
-exec "$kit/.venv/bin/python" -m fanout "$@"
+exec "$kit/.venv/bin/python" -m fanout_kit "$@"
 SCRIPT
 chmod +x .venv/bin/fanout.tmp
 mv .venv/bin/fanout.tmp .venv/bin/fanout
@@ -62,4 +62,4 @@ mv .venv/bin/fanout.tmp .venv/bin/fanout
 if [ "${1:-}" = "--no-demo" ]; then
   exit 0
 fi
-exec .venv/bin/python -m fanout run examples/batch.json "$@"
+exec .venv/bin/python -m fanout_kit run examples/batch.json "$@"

@@ -5,7 +5,7 @@ Map workflow (not a test).
     .venv/bin/python benchmarks/cost_benchmark.py --items 2000 --json
 
 Runs N items (a JSON manifest in S3, nothing fails, Retry waits not slept) on the embedded engine,
-prices what the engine counted (``fanout.local.metering``) and puts it next to two estimates for
+prices what the engine counted (``fanout_kit.local.metering``) and puts it next to two estimates for
 the same N from the same template: with the default assumptions (0.1 s of work per item), and
 calibrated (the work per item and per invocation the local run measured). Every figure is also
 scaled to one million items. The gap between estimate and measurement is printed per component
@@ -29,9 +29,9 @@ from stacks.runtime_node import use_venv_node  # noqa: E402
 
 use_venv_node()
 
-from fanout.cost import COMPONENTS, Assumptions, estimate, price_lines  # noqa: E402
-from fanout.local.engine import LocalEngine  # noqa: E402
-from fanout.local.template import synthesize  # noqa: E402
+from fanout_kit.cli.cost import COMPONENTS, Assumptions, estimate, price_lines  # noqa: E402
+from fanout_kit.local.engine import LocalEngine  # noqa: E402
+from fanout_kit.local.template import synthesize  # noqa: E402
 
 MILLION = 1_000_000
 REASONS = {

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FANOUT = [sys.executable, "-m", "fanout"]
+FANOUT = [sys.executable, "-m", "fanout_kit"]
 BAD_INPUTS = {
     "input a top-level array": ["run", "{dir}/array.json"],
     "batchId a number": ["run", "{dir}/number.json"],

@@ -8,7 +8,7 @@ writers, the DynamoDB contention model off and on, and the counter unsharded (K=
 
 ``--json`` prints one JSON object per variant per line; otherwise a table.
 
-``--stress`` (fanout/local/ledger_stress.py): 500 concurrent invocations drain one batch of 1,000
+``--stress`` (fanout_kit/local/ledger_stress.py): 500 concurrent invocations drain one batch of 1,000
 children, each delivered once, immediate redelivery, maxReceiveCount 3, a 15 ms in-flight window,
 with 1 and 8 counter shards; per shard count it prints ``finalized`` (must be exactly 1),
 ``false_failures`` (children counted FAILED although their work succeeded: must be 0),
@@ -22,7 +22,7 @@ What the figures mean:
   to DynamoDB under the same contention.
 * ``transaction_conflicts``: TransactWriteItems cancelled with TransactionConflict plus UpdateItems
   refused with TransactionConflictException, as the client saw them. moto has none: they exist only
-  with the contention model on (fanout/local/dynamodb_contention.py: a transaction holds its items
+  with the contention model on (fanout_kit/local/dynamodb_contention.py: a transaction holds its items
   ``--window-ms`` while in flight).
 * ``redelivered``: recordings whose contention outlasted the ledger's own retries
   (LedgerContention): their consumer reports a batch item failure and the queue delivers them
@@ -61,15 +61,15 @@ from botocore.config import Config  # noqa: E402
 from moto import mock_aws  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
-from fanout.local.dynamodb_contention import (  # noqa: E402
+from fanout_kit.local.dynamodb_contention import (  # noqa: E402
     PARTITION_WCU_PER_SECOND,
     TRANSACTIONAL_WCU,
     dynamodb_contention,
     modelled_batch_ceiling,
 )
-from fanout.local.ledger_stress import RequestCounter, create_ledger_table, stress  # noqa: E402
-from fanout.local.moto_fixes import serialized_dynamodb_writes  # noqa: E402
-from fanout_common.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
+from fanout_kit.local.ledger_stress import RequestCounter, create_ledger_table, stress  # noqa: E402
+from fanout_kit.local.moto_fixes import serialized_dynamodb_writes  # noqa: E402
+from fanout_kit.common.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
 
 PARTITION_RCU_PER_SECOND = 3000
 
@@ -151,7 +151,7 @@ STRESS_FIELDS = ("code", "shards", "invocations", "children", "max_receive_count
 def run_stress(args: argparse.Namespace) -> int:
     """The --stress variant (see the module docstring); exit 1 unless every run finalized exactly
     once with no false failure."""
-    from fanout_common.observability import logger
+    from fanout_kit.common.observability import logger
 
     logger.setLevel("ERROR")  # no log line per child
     invocations = args.invocations

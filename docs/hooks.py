@@ -33,7 +33,7 @@ def _subcommands(parser: argparse.ArgumentParser):
 
 
 def cli_help_markdown() -> str:
-    from fanout.cli import build_parser
+    from fanout_kit.cli.main import build_parser
 
     os.environ["COLUMNS"] = "100"  # argparse wraps help at the terminal width: fix it
     parser = build_parser()

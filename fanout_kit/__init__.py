@@ -20,8 +20,8 @@ from fanout_kit.settings import (
     ResourceSettings,
     WorkflowRetries,
 )
-from statemachines.checks import ConfigError
-from statemachines.retry_policy import RetrySettings
+from fanout_kit.statemachines.checks import ConfigError
+from fanout_kit.statemachines.retry_policy import RetrySettings
 
 _CONSTRUCTS = {
     "ParallelFanOut": "fanout_kit.parallel",

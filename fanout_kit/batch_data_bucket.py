@@ -9,8 +9,8 @@ from constructs import Construct
 from fanout_kit.settings import ResourceSettings
 from fanout_kit.functions import removal_policy
 
-from fanout_common.manifest import MANIFEST_PREFIX
-from fanout_common.map_results import RESULTS_PREFIX
+from fanout_kit.common.manifest import MANIFEST_PREFIX
+from fanout_kit.common.map_results import RESULTS_PREFIX
 
 
 class BatchDataBucket(Construct):

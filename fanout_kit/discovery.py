@@ -2,7 +2,7 @@
 entry, ``fanout-kit:workflow``, with its kind and the values its outputs would carry (the same
 names as ``add_outputs()``: StateMachineArn, DeadLetterQueueUrl, ...). CDK resolves metadata
 tokens at synth (they become ``Ref`` / ``Fn::GetAtt`` in the cloud assembly's ``manifest.json``),
-so the local engine (``fanout/local/app_source.py``) finds the workflow in whatever stack, under
+so the local engine (``fanout_kit/local/app_source.py``) finds the workflow in whatever stack, under
 whatever construct id, whether or not the app called ``add_outputs()``.
 
 Metadata goes to the cloud assembly only, not to the CloudFormation template: the templates are

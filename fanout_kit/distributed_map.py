@@ -16,8 +16,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from fanout_common.manifest import MANIFEST_PREFIX, MAX_MANIFEST_BYTES, MAX_MANIFEST_ITEMS
-from fanout_common.map_results import RESULTS_PREFIX
+from fanout_kit.common.manifest import MANIFEST_PREFIX, MAX_MANIFEST_BYTES, MAX_MANIFEST_ITEMS
+from fanout_kit.common.map_results import RESULTS_PREFIX
 from fanout_kit.batch_data_bucket import BatchDataBucket
 from fanout_kit.functions import KitFunction
 from fanout_kit.nag import acknowledge_map_workflow
@@ -31,10 +31,10 @@ from fanout_kit.settings import (
     check_type,
 )
 from fanout_kit.workflow import FanOutWorkflow
-from fanout_common.limits import MAP_INPUT_MAX_BYTES
-from statemachines.checks import ConfigError
-from statemachines.express_budget import check_express_children
-from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
+from fanout_kit.common.limits import MAP_INPUT_MAX_BYTES
+from fanout_kit.statemachines.checks import ConfigError
+from fanout_kit.statemachines.express_budget import check_express_children
+from fanout_kit.statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
 
 # PrepareBatch checks every item of a manifest up to the documented maximum (MAX_MANIFEST_ITEMS,
 # MAX_MANIFEST_BYTES); its memory buys CPU (AWS: one vCPU at 1,769 MB, proportionally less below).

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from constructs import Construct
 
-from statemachines.checks import ConfigError
+from fanout_kit.statemachines.checks import ConfigError
 
 PIN, POLICY_FORM, APP_ONLY, NO_EFFECT = "pin", "policy-form", "app-only", "no-effect"
 

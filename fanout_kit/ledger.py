@@ -27,7 +27,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from fanout_common.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
+from fanout_kit.common.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
 from fanout_kit.discovery import record_workflow
 from fanout_kit.feature_flags import pin_feature_flags
 from fanout_kit.final_status_store import FinalStatusStore
@@ -41,7 +41,7 @@ from fanout_kit.settings import AlarmThresholds, LedgerSettings, ResourceSetting
 from fanout_kit.storage import secure_queue
 from fanout_kit.workflow import emit_outputs
 from fanout_kit.workflow_alarms import alarm_topic
-from statemachines.checks import ConfigError
+from fanout_kit.statemachines.checks import ConfigError
 
 DLQ_AGE_ALARM_SECONDS = 15 * 60  # a message nobody could record for 15 minutes
 RECORDER_TIMEOUT_SECONDS = 60

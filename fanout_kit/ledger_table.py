@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from fanout_common import ledger as rules
+from fanout_kit.common import ledger as rules
 from fanout_kit.settings import LedgerSettings, ResourceSettings
 from fanout_kit.storage import secure_table
 
@@ -47,7 +47,7 @@ class LedgerTable(Construct):
         self.index_arn = f"{self.table.table_arn}/index/{rules.SWEEP_INDEX}"
 
     def environment(self) -> dict[str, str]:
-        """The LEDGER_* variables of fanout_common.ledger_runtime."""
+        """The LEDGER_* variables of fanout_kit.common.ledger_runtime."""
         s = self.settings
         return {
             "LEDGER_TABLE_NAME": self.table.table_name,

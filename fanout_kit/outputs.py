@@ -1,6 +1,6 @@
 """The CloudFormation outputs each construct's ``add_outputs()`` emits: every one the ``fanout``
 command line and the local engine read from a deployed (or synthesized) stack. One list per
-construct, read by both sides (``fanout.ops.aws.REQUIRED_OUTPUTS``); no CDK import here, so the
+construct, read by both sides (``fanout_kit.ops.aws.REQUIRED_OUTPUTS``); no CDK import here, so the
 command line can read it without loading the CDK.
 
 ``AlarmTopicArn`` is emitted as well when the construct has alarms; nothing requires it.

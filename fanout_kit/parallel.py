@@ -20,11 +20,11 @@ from constructs import Construct
 from fanout_kit.functions import KitFunction
 from fanout_kit.settings import TASK_NAME, AlarmThresholds, ResourceSettings, WorkflowRetries, check_type
 from fanout_kit.workflow import FanOutWorkflow
-from statemachines.checks import ConfigError
-from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES
-from statemachines.parallel_workflow import build_parallel_workflow
-from statemachines.retry_policy import RetrySettings, check_error_names
-from statemachines.states import WorkflowTask
+from fanout_kit.statemachines.checks import ConfigError
+from fanout_kit.common.limits import PARALLEL_INPUT_MAX_BYTES
+from fanout_kit.statemachines.parallel_workflow import build_parallel_workflow
+from fanout_kit.statemachines.retry_policy import RetrySettings, check_error_names
+from fanout_kit.statemachines.states import WorkflowTask
 
 
 @dataclass(frozen=True)

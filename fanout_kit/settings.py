@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
-from fanout_common.ledger import MAX_COUNTER_SHARDS
-from statemachines.checks import ConfigError, whole_number
-from statemachines.retry_policy import RetrySettings
+from fanout_kit.common.ledger import MAX_COUNTER_SHARDS
+from fanout_kit.statemachines.checks import ConfigError, whole_number
+from fanout_kit.statemachines.retry_policy import RetrySettings
 
 DEFAULT_POWERTOOLS_LAYER_VERSION = 27  # AWSLambdaPowertoolsPythonV3-python313-x86_64:27
 # Step Functions delivers logs as a vended log source; AWS advises this prefix for its log groups.

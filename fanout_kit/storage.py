@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from fanout_kit.settings import ResourceSettings
-from statemachines.checks import ConfigError
+from fanout_kit.statemachines.checks import ConfigError
 from fanout_kit.functions import removal_policy
 
 

@@ -34,8 +34,8 @@ from fanout_kit.settings import (
 from fanout_kit.storage import checked_overrides
 from fanout_kit.workflow_alarms import WorkflowAlarms
 from fanout_kit.workflow_state_machine import WorkflowStateMachine
-from statemachines.checks import ConfigError, whole_number
-from statemachines.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
+from fanout_kit.statemachines.checks import ConfigError, whole_number
+from fanout_kit.statemachines.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
 
 
 def stack_unique_suffix(stack: Stack) -> str:

@@ -1,5 +1,5 @@
 """Consumer of a source queue's dead-letter queue: each message there is a child whose retries are
-exhausted. Its work record (fanout_common.ledger_work) decides what it was: a child whose work
+exhausted. Its work record (fanout_kit.common.ledger_work) decides what it was: a child whose work
 succeeded (its message only lost the race for the contended counter) is counted SUCCEEDED; any
 other is counted FAILED, for good; while a delivery still holds the work's claim, the message is
 retried (ChildWorkInProgress). Either way the child is counted once (the ledger's child mark makes
@@ -17,8 +17,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.ledger_runtime import ChildMessage, record_dead_letter
-from fanout_common.observability import ledger_metrics, logger
+from fanout_kit.common.ledger_runtime import ChildMessage, record_dead_letter
+from fanout_kit.common.observability import ledger_metrics, logger
 
 SOURCE = "sqs-dlq"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -19,8 +19,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.ledger_runtime import ChildMessage, work_then_record
-from fanout_common.observability import ledger_metrics, logger
+from fanout_kit.common.ledger_runtime import ChildMessage, work_then_record
+from fanout_kit.common.observability import ledger_metrics, logger
 
 SOURCE = "kinesis"
 processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)

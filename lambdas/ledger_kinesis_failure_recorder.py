@@ -10,7 +10,7 @@ the metadata of the failed range::
 
 So this function reads the range back from the stream (GetShardIterator AT_SEQUENCE_NUMBER +
 GetRecords up to endSequenceNumber) and settles every child in it by its work record
-(fanout_common.ledger_work), as the SQS DLQ recorder does: a child whose work succeeded is counted
+(fanout_kit.common.ledger_work), as the SQS DLQ recorder does: a child whose work succeeded is counted
 SUCCEEDED (its recording lost the race for a contended counter), the others FAILED. That is
 exact, not an over-count: records of the range that were counted already have a child mark, so
 recording them again is a no-op.
@@ -31,9 +31,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.ledger import LedgerError
-from fanout_common.ledger_runtime import ChildMessage, finish, ledger_from_env, process_dead_letter, work_records_from_env
-from fanout_common.observability import ledger_metrics, logger
+from fanout_kit.common.ledger import LedgerError
+from fanout_kit.common.ledger_runtime import ChildMessage, finish, ledger_from_env, process_dead_letter, work_records_from_env
+from fanout_kit.common.observability import ledger_metrics, logger
 
 SOURCE = "kinesis-failed"
 MAX_GET_RECORDS_CALLS = 100

@@ -5,7 +5,7 @@ Partial batch responses (ReportBatchItemFailures): a failed child's message alon
 the queue's maxReceiveCount it moves to the dead-letter queue, where ``ledger_dlq_recorder`` counts
 it exactly once. A failure is therefore never counted per retry, and a child whose retry succeeds
 is counted as succeeded. Each delivery claims the child's work record first
-(fanout_common.ledger_work): a redelivery of a child whose work succeeded (its recording lost the
+(fanout_kit.common.ledger_work): a redelivery of a child whose work succeeded (its recording lost the
 race for a contended counter) only records it, and a duplicate delivered while another runs the
 work is retried later. The work must still be idempotent: a delivery that crashes between doing
 the work and storing its outcome runs it again once its claim expires.
@@ -18,8 +18,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.ledger_runtime import ChildMessage, work_then_record
-from fanout_common.observability import ledger_metrics, logger
+from fanout_kit.common.ledger_runtime import ChildMessage, work_then_record
+from fanout_kit.common.observability import ledger_metrics, logger
 
 SOURCE = "sqs"
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

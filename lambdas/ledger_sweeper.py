@@ -1,7 +1,7 @@
 """Scheduled sweeper: fails every RUNNING batch of the ledger whose deadline has passed.
 
 Candidates come from a Query on the sparse index RunningByDeadline (only open batches with a
-deadline are in it; see fanout_common.ledger); each is failed by a conditional write, so a batch
+deadline are in it; see fanout_kit.common.ledger); each is failed by a conditional write, so a batch
 that completed meanwhile, or a concurrent sweep, is never overwritten. Each batch this run fails
 emits LedgerBatchFailed (the alarm) and an error log line with its batch id.
 """
@@ -11,9 +11,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.ledger import SWEEPER
-from fanout_common.ledger_runtime import finish, ledger_from_env
-from fanout_common.observability import ledger_metrics, logger
+from fanout_kit.common.ledger import SWEEPER
+from fanout_kit.common.ledger_runtime import finish, ledger_from_env
+from fanout_kit.common.observability import ledger_metrics, logger
 
 
 @ledger_metrics.log_metrics

@@ -12,8 +12,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_runtime.errors import NonRetryableTaskError
-from fanout_common.observability import logger, tracer
-from fanout_common.worker import SIMULATE_KEY, TaskEvent, raise_simulated_failure
+from fanout_kit.common.observability import logger, tracer
+from fanout_kit.common.worker import SIMULATE_KEY, TaskEvent, raise_simulated_failure
 
 
 def process_item(item: dict[str, Any]) -> dict[str, int]:

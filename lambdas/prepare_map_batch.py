@@ -19,7 +19,7 @@ import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanout_runtime.errors import InvalidInput
-from fanout_common.manifest import (
+from fanout_kit.common.manifest import (
     MAX_MANIFEST_BYTES,
     READ_CHUNK_BYTES,
     InvalidManifest,
@@ -28,7 +28,7 @@ from fanout_common.manifest import (
     too_large,
     validate_map_input,
 )
-from fanout_common.observability import logger, tracer
+from fanout_kit.common.observability import logger, tracer
 
 
 @functools.cache

@@ -44,8 +44,8 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.final_status import BATCH_NOT_CONFIRMED, mark_guard_dead_lettered, record_execution_failure
-from fanout_common.observability import logger, tracer
+from fanout_kit.common.final_status import BATCH_NOT_CONFIRMED, mark_guard_dead_lettered, record_execution_failure
+from fanout_kit.common.observability import logger, tracer
 
 DETAIL_TYPE = "Step Functions Execution Status Change"
 WATCHED_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")

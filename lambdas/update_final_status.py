@@ -1,5 +1,5 @@
 """UpdateFinalStatus: reached only when every task of the batch succeeded. Writes the batch's
-SUCCEEDED record exactly once (see fanout_common.final_status for the rules), with ``resultsAt``:
+SUCCEEDED record exactly once (see fanout_kit.common.final_status for the rules), with ``resultsAt``:
 where the batch's results are (``fanout results``)."""
 
 import functools
@@ -10,8 +10,8 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.final_status import record_success, s3_results_at
-from fanout_common.observability import logger, tracer
+from fanout_kit.common.final_status import record_success, s3_results_at
+from fanout_kit.common.observability import logger, tracer
 
 
 @functools.cache

@@ -6,8 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.observability import logger, tracer
-from fanout_common.validation import validate_batch_input
+from fanout_kit.common.observability import logger, tracer
+from fanout_kit.common.validation import validate_batch_input
 
 
 @tracer.capture_lambda_handler

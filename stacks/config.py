@@ -27,8 +27,8 @@ from fanout_kit.settings import (
     ResourceSettings,
     WorkflowRetries,
 )
-from statemachines.checks import ConfigError, whole_number
-from statemachines.retry_policy import RetrySettings, check_error_names
+from fanout_kit.statemachines.checks import ConfigError, whole_number
+from fanout_kit.statemachines.retry_policy import RetrySettings, check_error_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = ROOT / "cdk.json"

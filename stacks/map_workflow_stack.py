@@ -10,7 +10,7 @@ from fanout_kit.distributed_map import DistributedMapFanOut
 from fanout_kit.parallel import FanOutTask
 from stacks.app_functions import app_function
 from stacks.config import ConfigError, EnvironmentConfig, log_group_name
-from statemachines.express_budget import ExpressBudgetError
+from fanout_kit.statemachines.express_budget import ExpressBudgetError
 
 
 class MapWorkflowStack(Stack):

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from statemachines.checks import ConfigError
+from fanout_kit.statemachines.checks import ConfigError
 
 EXPRESS_LIMIT_SECONDS = 300  # AWS: Express workflows run at most 5 minutes
 DEFAULT_RETRY = {"IntervalSeconds": 1, "MaxAttempts": 3, "BackoffRate": 2.0}  # ASL defaults

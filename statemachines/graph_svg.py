@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from statemachines.asl_graph import edges
+from fanout_kit.statemachines.asl_graph import edges
 
 FONT = 13
 CHAR_W = 7.3  # average width of a 13 px Helvetica/Arial character, a little generous

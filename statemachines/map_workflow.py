@@ -43,16 +43,16 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from fanout_common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
-from fanout_common.manifest import MANIFEST_PREFIX
-from fanout_common.map_results import ITEMS_DEAD_LETTERED, RESULTS_PREFIX
-from statemachines.retry_policy import (
+from fanout_kit.common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
+from fanout_kit.common.manifest import MANIFEST_PREFIX
+from fanout_kit.common.map_results import ITEMS_DEAD_LETTERED, RESULTS_PREFIX
+from fanout_kit.statemachines.retry_policy import (
     KIT_LAMBDA_RETRY_ERRORS,
     SFN_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
     RetrySettings,
 )
-from statemachines.states import (
+from fanout_kit.statemachines.states import (
     WorkflowTask,
     add_task_retries,
     finalize_or_fail,
@@ -257,7 +257,7 @@ def read_map_run_chain(
                                └─▶ Wait 1s ─▶ ReadMapRun 2 ─▶ CountsFinal 2? ─▶ ... ─▶ ReadMapRun 6
                                                                  ─▶ CountsFinal 6? ─▶ final | not_final
 
-    No loop: every state's worst-case payload can be bounded (``statemachines.payload_budget``
+    No loop: every state's worst-case payload can be bounded (``fanout_kit.statemachines.payload_budget``
     refuses a cycle), and the history shows which read decided. A read that fails (after its
     retries) goes to ``unreadable`` with the error in ``$.mapFailure``. Returns the first read."""
     counts_final = sfn.Condition.and_(

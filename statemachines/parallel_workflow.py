@@ -17,7 +17,7 @@ A branch whose task exhausted its retries ends *successfully* with ``{"status": 
 DLQ send, so its siblings keep running; the decision after the Parallel state reads those markers
 (fail-closed: UpdateFinalStatus needs positive evidence that every branch succeeded).
 
-Payload budget (``fanout_common.limits``, checked by ``statemachines/payload_budget.py``): a branch
+Payload budget (``fanout_kit.common.limits``, checked by ``statemachines/payload_budget.py``): a branch
 starts with the whole state, but ``Input T`` keeps only the ids and T's own payload before T runs,
 so the error its Catch merges (a Cause of up to 32,768 characters) never lands next to the other
 tasks' payloads; the DLQ send's and the failure record's Catches discard their error; the
@@ -35,14 +35,14 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from fanout_common.final_status import (
+from fanout_kit.common.final_status import (
     BATCH_NOT_CONFIRMED,
     FAILED,
     FAILURE_UPDATE_EXPRESSION,
     SUCCEEDED,
 )
-from statemachines.retry_policy import SQS_TRANSIENT_ERRORS, RetrySettings
-from statemachines.states import (
+from fanout_kit.statemachines.retry_policy import SQS_TRANSIENT_ERRORS, RetrySettings
+from fanout_kit.statemachines.states import (
     WorkflowTask,
     add_task_retries,
     finalize_or_fail,

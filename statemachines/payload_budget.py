@@ -1,8 +1,8 @@
 """Worst-case payload size of every state of a workflow, computed from its ASL and the kit's caps
-(pure logic; ``python -m fanout.budget`` prints it, the constructs run it at synth).
+(pure logic; ``python -m fanout_kit.cli.budget`` prints it, the constructs run it at synth).
 
 AWS fails a state whose input (also after Parameters), connector output or output is over 262,144
-bytes with ``States.DataLimitExceeded``, which no Catch catches (``fanout_common.limits``). This
+bytes with ``States.DataLimitExceeded``, which no Catch catches (``fanout_kit.common.limits``). This
 module follows the data through the definition with JSONPath's rules and an upper bound for
 every value, and refuses a definition where one of those can exceed the limit:
 
@@ -31,13 +31,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from fanout_common.limits import (
+from fanout_kit.common.limits import (
     CAUSE_MAX_BYTES,
     ERROR_MAX_BYTES,
     STATE_PAYLOAD_LIMIT_BYTES,
     TASK_OUTPUT_MAX_BYTES,
 )
-from statemachines.checks import ConfigError
+from fanout_kit.statemachines.checks import ConfigError
 
 # Bounds of what AWS puts in the state besides the kit's data (bytes of JSON, generous).
 ARN_BYTES = 2 + 256 * 4  # an ARN is at most 256 characters (API reference), non-ASCII names allowed
@@ -494,7 +494,7 @@ def payload_budget(asl: Mapping[str, Any], budget: Budget) -> Budget:
 def kit_function_outputs(*, input_cap: int, named: Mapping[str, Value] | None = None) -> FunctionOutputs:
     """The Payload bound of the kit's Lambda states by name: the input checks return the normalized
     input; the bookkeeping functions small objects; any other (a child task, the Map worker) at
-    most TASK_OUTPUT_MAX_BYTES (``fanout_common.worker`` refuses more)."""
+    most TASK_OUTPUT_MAX_BYTES (``fanout_kit.common.worker`` refuses more)."""
     known: dict[str, Value] = {
         # ValidateInput: {"batchId", "tasks", "redriveOf"}, the tasks as given (within the cap)
         "ValidateInput": Obj({"batchId": Leaf(82), "tasks": Leaf(input_cap), "redriveOf": Leaf(ARN_BYTES)}),

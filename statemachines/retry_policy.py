@@ -14,9 +14,9 @@ from typing import Any
 import re
 from collections.abc import Sequence
 
-from fanout_common.map_results import ITEMS_DEAD_LETTERED
+from fanout_kit.common.map_results import ITEMS_DEAD_LETTERED
 from fanout_runtime.errors import KIT_ERROR_NAMES
-from statemachines.checks import ConfigError, whole_number
+from fanout_kit.statemachines.checks import ConfigError, whole_number
 
 # The Lambda service's own transient errors, as Step Functions names them: the invoke failed before
 # (or instead of) running the function, so running it again is safe. The errors AWS's "Handle Lambda

@@ -16,14 +16,14 @@ from aws_cdk import aws_dynamodb as dynamodb
 
 from fanout_runtime import errors
 from fanout_runtime.errors import FINAL_STATUS_CONFLICT
-from fanout_common.final_status import (
+from fanout_kit.common.final_status import (
     BATCH_NOT_CONFIRMED,
     FAILED,
     FAILURE_CONDITION_EXPRESSION,
     FAILURE_EXPRESSION_NAMES,
     SUCCEEDED,
 )
-from statemachines.retry_policy import (
+from fanout_kit.statemachines.retry_policy import (
     AMBIGUOUS_ERRORS,
     DYNAMODB_TRANSIENT_ERRORS,
     KIT_LAMBDA_RETRY_ERRORS,

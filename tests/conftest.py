@@ -39,7 +39,7 @@ ENVIRONMENTS = ("dev", "prod")
 def synthesized(tmp_path_factory):
     """``synthesized("dev")`` -> the app of that environment, synthesized once per session
     (cdk-nag included) with the same builder as ``cdk synth`` and the local engine."""
-    from fanout.local.template import synthesize
+    from fanout_kit.local.template import synthesize
 
     cache = {}
 

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from fanout.local.template import resources_of_type, state_machine_definitions
+from fanout_kit.local.template import resources_of_type, state_machine_definitions
 
 ASSET_KEY = re.compile(r"^[0-9a-f]{64}(\.zip|\.json)?$")
 

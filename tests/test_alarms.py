@@ -2,8 +2,8 @@
 
 import pytest
 
-from fanout.local.iam_policy import Request, evaluate
-from fanout.local.template import resources_of_type
+from fanout_kit.local.iam_policy import Request, evaluate
+from fanout_kit.local.template import resources_of_type
 from stacks.config import load_environment, read_cdk_context
 from tests.conftest import ENVIRONMENTS
 
@@ -85,7 +85,7 @@ def _resolve(value, refs):
 
 
 def resource_policy_allows(document, *, principal, action, resource, context) -> bool:
-    """The same evaluator the IAM check uses (fanout/local/iam_policy.py), for a service principal."""
+    """The same evaluator the IAM check uses (fanout_kit/local/iam_policy.py), for a service principal."""
     request = Request(action, resource, principal_service=principal, context=context)
     return evaluate([document], request) == "Allow"
 

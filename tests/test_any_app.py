@@ -121,6 +121,6 @@ def test_the_outputs_lists_cover_what_the_command_line_and_the_engine_read():
     read = outputs_read_by(ROOT / "fanout")
     assert {"StateMachineArn", "BatchBucketName", "LedgerTableName", "ChildQueueUrl"} <= read  # the scan finds them
     assert read <= ALL_OUTPUTS, sorted(read - ALL_OUTPUTS)
-    from fanout.ops.aws import REQUIRED_OUTPUTS as cli_required
+    from fanout_kit.ops.aws import REQUIRED_OUTPUTS as cli_required
 
     assert cli_required is REQUIRED_OUTPUTS  # one list, the constructs'

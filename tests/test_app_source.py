@@ -1,4 +1,4 @@
-"""fanout/local/app_source.py: finding the kit's workflows in any app's cloud assembly, and the
+"""fanout_kit/local/app_source.py: finding the kit's workflows in any app's cloud assembly, and the
 one-line errors of --app / --stack / --workflow."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from fanout.cli import main
-from fanout.local.app_source import AppSourceError, FoundWorkflow, choose, find_workflows
+from fanout_kit.cli.main import main
+from fanout_kit.local.app_source import AppSourceError, FoundWorkflow, choose, find_workflows
 from fanout_kit.discovery import WORKFLOW_METADATA
 
 P = FoundWorkflow("A", "/A/Orders", "parallel", {})

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-import fanout.local.template as template_module
-from fanout.cli import main
-from fanout.faults import FaultSpecError, apply_task_faults, parse_lambda_fault, parse_task_fault
+import fanout_kit.local.template as template_module
+from fanout_kit.cli.main import main
+from fanout_kit.cli.faults import FaultSpecError, apply_task_faults, parse_lambda_fault, parse_task_fault
 
 EXAMPLE = "examples/batch.json"
 
@@ -62,7 +62,7 @@ def test_fault_parsing():
 
 
 def test_a_lambda_error_cause_is_one_line():
-    from fanout.views import error_line
+    from fanout_kit.cli.views import error_line
 
     blob = json.dumps({
         "errorMessage": "tasks.Foo: unknown task; configured tasks are A, B",

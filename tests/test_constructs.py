@@ -15,7 +15,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Match, Template
 
-from fanout.local.template import state_machine_definitions
+from fanout_kit.local.template import state_machine_definitions
 from fanout_kit import (
     AlarmThresholds,
     CompletionLedger,

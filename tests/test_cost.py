@@ -1,13 +1,13 @@
-"""Cost: the list prices (fanout_kit.pricing), ``fanout estimate`` (fanout.cost) and its CLI."""
+"""Cost: the list prices (fanout_kit.pricing), ``fanout estimate`` (fanout_kit.cli.cost) and its CLI."""
 
 import json
 import math
 
 import pytest
 
-import fanout.local.template as template_module
-from fanout.cli import main
-from fanout.cost import Assumptions, Usage, estimate, price_lines, retry_attempts_and_wait, success_path
+import fanout_kit.local.template as template_module
+from fanout_kit.cli.main import main
+from fanout_kit.cli.cost import Assumptions, Usage, estimate, price_lines, retry_attempts_and_wait, success_path
 from fanout_kit import pricing
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:Worker"
@@ -151,8 +151,8 @@ def _scheduled_lambdas(history):
 
 
 def test_metering_a_parallel_run_counts_what_its_history_shows(dev_app):
-    from fanout.local.engine import LocalEngine
-    from fanout.local.history import state_transitions
+    from fanout_kit.local.engine import LocalEngine
+    from fanout_kit.local.history import state_transitions
 
     with LocalEngine(dev_app, workflows=("parallel",), sleep_retries=False) as engine:
         result = engine.run("parallel", json.load(open("examples/batch.json")))
@@ -172,8 +172,8 @@ def test_metering_a_parallel_run_counts_what_its_history_shows(dev_app):
 
 
 def test_metering_a_map_run_counts_children_retries_and_the_dead_letter_send(dev_app):
-    from fanout.local.engine import LocalEngine
-    from fanout.local.history import state_transitions
+    from fanout_kit.local.engine import LocalEngine
+    from fanout_kit.local.history import state_transitions
 
     items = [{"n": i} for i in range(6)] + [{"n": 6, "simulateFailure": {"mode": "permanent"}}]
     with LocalEngine(dev_app, workflows=("map",), sleep_retries=False) as engine:
@@ -194,14 +194,14 @@ def test_metering_a_map_run_counts_children_retries_and_the_dead_letter_send(dev
 
 
 def test_readme_cost_table_is_what_cost_table_prints(synthesized):
-    from fanout.cost_table import README, readme_block, table
+    from fanout_kit.cli.cost_table import README, readme_block, table
 
     assert readme_block(README.read_text()) == table(synthesized("prod")), (
-        "README.md's cost table is stale: run .venv/bin/python -m fanout.cost_table --write")
+        "README.md's cost table is stale: run .venv/bin/python -m fanout_kit.cli.cost_table --write")
 
 
 def test_the_alternatives_cost_what_their_shape_says(synthesized):
-    from fanout.cost_table import rows
+    from fanout_kit.cli.cost_table import rows
 
     by_name = {what.split(" (")[0]: e for what, e in rows(synthesized("prod"))}
     kit = by_name["Map workflow"]
@@ -236,7 +236,7 @@ def test_a_local_ledger_run_prints_its_measured_cost(dev_app):
 
     from rich.console import Console
 
-    from fanout.ledger_demo import run_ledger_demo
+    from fanout_kit.cli.ledger_demo import run_ledger_demo
 
     out = io.StringIO()
     facts = run_ledger_demo(dev_app, children=6, fail=[], concurrency=2, duplicate=False,
@@ -245,7 +245,7 @@ def test_a_local_ledger_run_prints_its_measured_cost(dev_app):
     assert facts["ledger_status"] == "COMPLETED"
     assert cost["counts"]["transitions"] == 0  # no Step Functions on the ledger path
     assert cost["counts"]["invocations"] >= 1
-    # each child: its transactional mark + counter, and the work record (fanout_common/ledger_work)
+    # each child: its transactional mark + counter, and the work record (fanout_kit/common/ledger_work)
     assert cost["components"]["dynamodb_write_units"]["quantity"] >= 4 * 6
     assert cost["components"]["sqs_requests"]["quantity"] >= 1  # the producer's send at least
     assert cost["total_usd"] > 0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fanout.cli import build_parser
+from fanout_kit.cli.main import build_parser
 from fanout_kit import __version__
 
 ROOT = Path(__file__).resolve().parents[1]

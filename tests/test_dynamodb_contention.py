@@ -1,4 +1,4 @@
-"""The DynamoDB contention model (fanout/local/dynamodb_contention.py): the errors DynamoDB returns
+"""The DynamoDB contention model (fanout_kit/local/dynamodb_contention.py): the errors DynamoDB returns
 under concurrent writes, in the shape botocore parses, on top of moto's serialized writes."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from botocore.config import Config
 from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
 
-from fanout.local.dynamodb_contention import (
+from fanout_kit.local.dynamodb_contention import (
     PARTITION_WCU_PER_SECOND,
     ContentionModel,
     dynamodb_contention,
     modelled_batch_ceiling,
 )
-from fanout.local.moto_fixes import serialized_dynamodb_writes
+from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
 
 META = {"pk": {"S": "BATCH#b"}, "sk": {"S": "#META"}}
 

@@ -8,10 +8,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from fanout.local.engine import event_matches, execution_status_event
-from fanout.local.moto_lambda import LambdaContext, LocalFunction
-from fanout.local.template import local_names, make_resolver, resources_of_type
-from fanout_common.final_status import read_status, record_success
+from fanout_kit.local.engine import event_matches, execution_status_event
+from fanout_kit.local.moto_lambda import LambdaContext, LocalFunction
+from fanout_kit.local.template import local_names, make_resolver, resources_of_type
+from fanout_kit.common.final_status import read_status, record_success
 from tests.ledger.ledger_tables import create_status_table
 from tests.templates import role_statements
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fanout.local.engine import LocalEngine
-from fanout.local.template import load_assembly
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.local.template import load_assembly
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "external_app"
@@ -53,9 +53,9 @@ def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
     assert kit_asset == str(work / "site" / "fanout_kit" / "lambdas")
     wheel_files = sorted(p.relative_to(work / "site").as_posix() for p in (work / "site").rglob("*.py")
                          if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
-    assert "fanout_runtime/errors.py" in wheel_files and "fanout_common/worker.py" in wheel_files and "statemachines/parallel_workflow.py" in wheel_files
+    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/common/worker.py" in wheel_files and "statemachines/parallel_workflow.py" in wheel_files
     assert "fanout_kit/lambdas/update_final_status.py" in wheel_files
-    assert "fanout/cli.py" in wheel_files and "fanout/local/engine.py" in wheel_files  # fanout run --app
+    assert "fanout_kit/cli/main.py" in wheel_files and "fanout_kit/local/engine.py" in wheel_files  # fanout run --app
     assert not any(f.startswith(("stacks/", "tests/")) for f in wheel_files)  # the repository's app is not the kit
     assert (work / "site" / "bin" / "fanout").is_file()  # the console script
 
@@ -98,7 +98,7 @@ def test_the_external_app_runs_on_the_local_engine(external):
 
 
 def test_outputs_of_a_construct_under_another_id_are_found_by_key():
-    from fanout.ops.aws import Deployment, OpsError
+    from fanout_kit.ops.aws import Deployment, OpsError
 
     one = Deployment(None, "parallel", "S", "eu-west-1", {"SignupStateMachineArnF44C3169": "arn:1"})
     assert one.state_machine_arn == "arn:1"
@@ -135,7 +135,7 @@ def test_fanout_run_app_from_the_wheel(external, tmp_path):
     batch = tmp_path / "batch.json"
     ok = {"email": "ada@example.com"}
     batch.write_text(json.dumps({"batchId": "w-1", "tasks": {"VerifyEmail": ok, "CreateProfile": ok, "SendWelcome": ok}}))
-    base = [sys.executable, "-S", "-m", "fanout", "run", batch, "--app", work / "cdk.out", "--no-sleep"]
+    base = [sys.executable, "-S", "-m", "fanout_kit", "run", batch, "--app", work / "cdk.out", "--no-sleep"]
     done = subprocess.run([str(c) for c in base + ["--fail", "CreateProfile=transient:2"]], capture_output=True,
                           text=True, timeout=300, env=_wheel_env(work), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -147,7 +147,7 @@ def test_fanout_run_app_from_the_wheel(external, tmp_path):
     assert "execution FAILED" in failed.stdout and "dead-letter queue: 1 message(s)" in failed.stdout
     assert "task=SendWelcome error=NonRetryableTaskError" in failed.stdout
     assert "injected non-retryable failure of SendWelcome (attempt 1)" in failed.stdout
-    no_app = subprocess.run([sys.executable, "-S", "-m", "fanout", "run", str(batch)], capture_output=True,
+    no_app = subprocess.run([sys.executable, "-S", "-m", "fanout_kit", "run", str(batch)], capture_output=True,
                             text=True, timeout=120, env=_wheel_env(work), cwd=tmp_path)
     assert no_app.returncode == 2 and "pass --app PATH" in no_app.stderr
     assert len(no_app.stderr.strip().splitlines()) == 1

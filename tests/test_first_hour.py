@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES
+from fanout_kit.common.limits import PARALLEL_INPUT_MAX_BYTES
 from tests.conftest import ROOT
 
 KIT_PARTS = ("app.py", "cdk.json", "fanout", "stacks", "statemachines", "lambdas", "examples")
@@ -54,7 +54,7 @@ def copy_kit(dest: Path) -> Path:
 
 def kit_path(kit: Path) -> str:
     """The copy's import roots (as setup.sh's .pth: the kit and its lambdas/), ahead of the shared
-    venv's .pth, so the copy runs its own handlers and fanout_common, not another checkout's."""
+    venv's .pth, so the copy runs its own handlers and fanout_kit.common, not another checkout's."""
     return os.pathsep.join((str(kit), str(kit / "lambdas")))
 
 
@@ -63,7 +63,7 @@ def run_fanout(kit: Path, *args: str, stdin: str | None = None, timeout: float =
     for key in ("COLUMNS", "POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED"):
         env.pop(key, None)  # as a user's shell has them (tests/conftest.py sets the log level)
     done = subprocess.run(
-        [sys.executable, "-m", "fanout", *args],
+        [sys.executable, "-m", "fanout_kit", *args],
         cwd=kit, env=env, input=stdin, capture_output=True, text=True, timeout=timeout,
     )
     return Result(done.returncode, done.stdout, done.stderr)
@@ -105,7 +105,7 @@ BAD_RUNS = {
     "input file missing": (["run", "no-such-file.json"], 2, "input file no-such-file.json: No such file"),
     "unknown task": (["run", "{unknown-task.json}"], 2, "tasks.ShipParcel: unknown task"),
     "input over 256 KiB": (["run", "{300kb.json}"], 2, "more than the 262144 bytes (256 KiB)"),
-    # under AWS's limit, over the Parallel workflow's cap (fanout_common.limits)
+    # under AWS's limit, over the Parallel workflow's cap (fanout_kit.common.limits)
     "input over the Parallel cap": (
         ["run", "{200kb.json}"], 2, f"bytes of JSON, over the {PARALLEL_INPUT_MAX_BYTES:,}-byte cap"),
     "map input to the parallel workflow": (["run", "examples/map-batch.json"], 2, "items: unknown field"),
@@ -183,7 +183,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     kit = copy_kit(tmp_path / "kit")
     env = {**os.environ, "PYTHONPATH": kit_path(kit)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fanout", "run", "examples/batch.json"],
+        [sys.executable, "-m", "fanout_kit", "run", "examples/batch.json"],
         cwd=kit, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     # Inside the synth: its work folder exists (polling, not a fixed sleep: a loaded machine may

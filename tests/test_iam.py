@@ -10,8 +10,8 @@ import io
 
 import pytest
 
-from fanout.local.iam import Permission, UnmappedCall, permissions_for
-from fanout.local.iam_policy import Request, UnsupportedPolicy, evaluate
+from fanout_kit.local.iam import Permission, UnmappedCall, permissions_for
+from fanout_kit.local.iam_policy import Request, UnsupportedPolicy, evaluate
 
 ALLOW_TABLE = {"Effect": "Allow", "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
                "Resource": "arn:aws:dynamodb:eu-west-1:1:table/T"}
@@ -108,8 +108,8 @@ def _without_grant(app, workflow, action):
 
 def test_a_call_the_role_does_not_allow_is_reported_denied(dev_app):
     """The state machine's DLQ send, with sqs:SendMessage taken out of its synthesized policy."""
-    from fanout.iam_report import _example
-    from fanout.local.engine import LocalEngine
+    from fanout_kit.cli.iam_report import _example
+    from fanout_kit.local.engine import LocalEngine
 
     app = _without_grant(dev_app, "parallel", "sqs:SendMessage")
     with LocalEngine(app, sleep_retries=False) as engine:
@@ -121,7 +121,7 @@ def test_a_call_the_role_does_not_allow_is_reported_denied(dev_app):
 
 
 def test_iam_report_finds_no_denied_call_and_a_reason_for_every_unused_grant(dev_app):
-    from fanout.iam_report import collect, render
+    from fanout_kit.cli.iam_report import collect, render
 
     summary = collect(app=dev_app)
     out = io.StringIO()
@@ -141,20 +141,20 @@ def test_iam_report_finds_no_denied_call_and_a_reason_for_every_unused_grant(dev
 
 def test_prepare_batch_may_list_the_bucket_so_a_missing_manifest_is_a_404(dev_app):
     """AWS behaviour moto does not show: without s3:ListBucket, GetObject of a missing key is 403."""
-    from fanout.local.iam import stack_principals
-    from fanout.local.template import resources_of_type
+    from fanout_kit.local.iam import stack_principals
+    from fanout_kit.local.template import resources_of_type
 
     template = dev_app.template("map")
     principals = stack_principals("map", template, dev_app.region)
     (prepare,) = [p for p in principals.values() if p.label == "PrepareBatch"]
     (bucket_id,) = [lid for lid, r in resources_of_type(template, "AWS::S3::Bucket").items() if "LoggingConfiguration" in r["Properties"]]
-    from fanout.local.template import bucket_name
+    from fanout_kit.local.template import bucket_name
 
     assert evaluate(prepare.documents, Request("s3:ListBucket", f"arn:aws:s3:::{bucket_name(bucket_id)}")) == "Allow"
 
 
 def test_iam_report_names_an_unknown_environment_in_one_line(capsys):
-    from fanout.cli import main
+    from fanout_kit.cli.main import main
 
     assert main(["iam-report", "--env", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -162,7 +162,7 @@ def test_iam_report_names_an_unknown_environment_in_one_line(capsys):
 
 
 def test_iam_report_flags_of_another_app_are_checked_before_any_synth(capsys, tmp_path):
-    from fanout.cli import main
+    from fanout_kit.cli.main import main
 
     assert main(["iam-report", "--stack", "Shop"]) == 2
     assert capsys.readouterr().err.strip() == (

@@ -2,9 +2,9 @@
 below it, and every module is loaded under exactly one name.
 
 Layers, bottom up: fanout_runtime (the contract of the users' functions, standard library only) <
-fanout_common (the handlers' shared code) < statemachines (workflow builders,
+fanout_kit.common (the handlers' shared code) < statemachines (workflow builders,
 pure rules) < fanout_kit (constructs) < stacks (this app: cdk.json -> props) < fanout (CLI, local
-engine). The handlers (lambdas/*.py) use fanout_common and fanout_runtime only.
+engine). The handlers (lambdas/*.py) use fanout_kit.common and fanout_runtime only.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAMBDAS = ROOT / "lambdas"
-PACKAGES = ("fanout_runtime", "fanout_common", "statemachines", "fanout_kit", "stacks", "fanout")
+PACKAGES = ("fanout_runtime", "fanout_kit.common", "statemachines", "fanout_kit", "stacks", "fanout")
 # package -> packages it must never import (at module level or inside a function)
 FORBIDDEN = {
-    "fanout_runtime": {"fanout_common", "statemachines", "fanout_kit", "stacks", "fanout", "handlers"},
-    "fanout_common": {"statemachines", "fanout_kit", "stacks", "fanout"},
+    "fanout_runtime": {"fanout_kit.common", "statemachines", "fanout_kit", "stacks", "fanout", "handlers"},
+    "fanout_kit.common": {"statemachines", "fanout_kit", "stacks", "fanout"},
     "statemachines": {"fanout_kit", "stacks", "fanout"},
     "fanout_kit": {"stacks", "fanout"},
     "stacks": {"fanout"},
@@ -35,7 +35,7 @@ def source_modules() -> dict[str, Path]:
     for package in ("statemachines", "fanout_kit", "stacks", "fanout"):
         for path in (ROOT / package).rglob("*.py"):
             found[".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = path
-    for path in [*(LAMBDAS / "fanout_common").rglob("*.py"), *(LAMBDAS / "fanout_runtime").rglob("*.py")]:
+    for path in [*(LAMBDAS / "fanout_kit.common").rglob("*.py"), *(LAMBDAS / "fanout_runtime").rglob("*.py")]:
         found[".".join(path.relative_to(LAMBDAS).with_suffix("").parts).removesuffix(".__init__")] = path
     for path in LAMBDAS.glob("*.py"):
         found[path.stem] = path
@@ -141,11 +141,11 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 def test_every_module_is_loaded_under_one_name(tmp_path):
     """The CDK app, the command line and every handler loaded in one interpreter: no file is
-    a module twice (as fanout_common was, under lambdas.fanout_common too)."""
+    a module twice (as fanout_kit.common was, under lambdas.fanout_common too)."""
     handlers = ", ".join(repr(p.stem) for p in sorted(LAMBDAS.glob("*.py")))
     program = f"""
 import importlib, sys, collections
-import stacks.app_builder, fanout.cli, fanout.local.engine, fanout_kit
+import stacks.app_builder, fanout_kit.cli.main, fanout_kit.local.engine, fanout_kit
 for name in ({handlers},):
     importlib.import_module(name)
 by_file = collections.defaultdict(set)

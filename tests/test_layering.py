@@ -1,6 +1,6 @@
 """Layering: the infrastructure code (the CDK app) must not load the handlers' runtime libraries.
 
-At synth, the app imports only pure modules of ``fanout_common`` (error names, status rules, metric
+At synth, the app imports only pure modules of ``fanout_kit.common`` (error names, status rules, metric
 names, the ledger's rules); boto3 and Powertools are for the Lambda runtime. Each check runs in a
 fresh interpreter, so modules other tests imported do not hide (or cause) a violation, and names
 the chain of imports that loaded the first forbidden module.
@@ -18,10 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ONLY = ("boto3", "botocore", "aws_lambda_powertools")
-# The modules of fanout_common that may load them (see its docstring); every other one is pure.
+# The modules of fanout_kit.common that may load them (see its docstring); every other one is pure.
 RUNTIME_MODULES = {"observability", "worker", "ledger_runtime"}
 PURE_MODULES = sorted(
-    f"fanout_common.{p.stem}" for p in (ROOT / "lambdas" / "fanout_common").glob("*.py")
+    f"fanout_kit.common.{p.stem}" for p in (ROOT / "fanout_kit" / "common").glob("*.py")
     if p.stem != "__init__" and p.stem not in RUNTIME_MODULES
 )
 
@@ -84,7 +84,7 @@ def test_the_cdk_app_loads_no_boto3_botocore_or_powertools(module):
 
 @pytest.mark.parametrize("module", PURE_MODULES)
 def test_pure_shared_modules_load_no_runtime_library(module):
-    """What the CDK app may import from fanout_common: a new module is pure unless it is listed
+    """What the CDK app may import from fanout_kit.common: a new module is pure unless it is listed
     in RUNTIME_MODULES (and then the app must not import it)."""
     found = imported_runtime_modules(module)
     assert found["loaded"] == [], f"{module} loads runtime-only packages at import ({describe(found)})"
@@ -93,8 +93,8 @@ def test_pure_shared_modules_load_no_runtime_library(module):
 def test_the_probe_names_the_chain_of_a_runtime_module():
     """The check above can fail: the same probe sees the ledger runtime load boto3 and Powertools,
     and names the module that imported each."""
-    found = imported_runtime_modules("fanout_common.ledger_runtime")
+    found = imported_runtime_modules("fanout_kit.common.ledger_runtime")
     assert found["loaded"] == ["aws_lambda_powertools", "boto3", "botocore"]
-    assert found["chains"]["boto3"][:2] == ["fanout_common.ledger_runtime", "boto3"]
-    assert "fanout_common.observability" in found["chains"]["aws_lambda_powertools"]
+    assert found["chains"]["boto3"][:2] == ["fanout_kit.common.ledger_runtime", "boto3"]
+    assert "fanout_kit.common.observability" in found["chains"]["aws_lambda_powertools"]
     assert "boto3" in describe(found) and " -> " in describe(found)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fanout.local.template import state_machine_definitions
+from fanout_kit.local.template import state_machine_definitions
 from tests.conftest import ENVIRONMENTS, ROOT
 
 ASL_VALIDATOR = ROOT / "node_modules" / ".bin" / "asl-validator"

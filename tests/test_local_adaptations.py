@@ -7,8 +7,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from fanout.local.adapt import adapt_for_moto
-from fanout.local.moto_fixes import serialized_dynamodb_writes
+from fanout_kit.local.adapt import adapt_for_moto
+from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
 
 MAP = {
     "StartAt": "M",
@@ -100,7 +100,7 @@ def test_iterative_map_worker_replaces_the_recursive_one_and_is_restored():
         distributed_item_processor_worker as module,
     )
 
-    from fanout.local.moto_fixes import _iterative_eval_pool, iterative_map_workers
+    from fanout_kit.local.moto_fixes import _iterative_eval_pool, iterative_map_workers
 
     original = module.DistributedItemProcessorWorker._eval_pool
     assert "self._eval_pool(job=next_job" in inspect.getsource(original)  # the recursion we replace
@@ -110,7 +110,7 @@ def test_iterative_map_worker_replaces_the_recursive_one_and_is_restored():
 
 
 def test_distributed_maps_reports_batching_and_child_type():
-    from fanout.local.adapt import DistributedMapRules, distributed_maps
+    from fanout_kit.local.adapt import DistributedMapRules, distributed_maps
 
     import copy
 
@@ -135,7 +135,7 @@ class _FakeChild:
 def test_child_clock_stops_an_express_child_once_over_its_limit():
     """Recorded (not slept) retry waits and simulated function timeouts count toward the Express
     limit; past it the child is stopped once, and the reason names what was charged."""
-    from fanout.local.engine import ChildClock
+    from fanout_kit.local.engine import ChildClock
 
     clock = ChildClock(limit_seconds=300)
     child = _FakeChild()
@@ -154,7 +154,7 @@ def test_child_clock_stops_an_express_child_once_over_its_limit():
 
 
 def test_dead_letter_messages_skip_children_that_dead_lettered_themselves():
-    from fanout_common.map_results import dead_letter_messages, result_file_keys
+    from fanout_kit.common.map_results import dead_letter_messages, result_file_keys
 
     manifest = {"ResultFiles": {"FAILED": [{"Key": "r/FAILED_0.json"}], "SUCCEEDED": [{"Key": "r/SUCCEEDED_0.json"}], "PENDING": []}}
     assert result_file_keys(manifest) == ["r/FAILED_0.json"]
@@ -178,7 +178,7 @@ def test_dead_letter_messages_skip_children_that_dead_lettered_themselves():
     assert all(m["executionArn"] == "parent" and m["batchId"] == "b" for m in messages)
 def test_reads_wait_for_a_write_in_progress(table):
     """A read never observes half of a write: it waits for the write lock (moto_fixes docstring)."""
-    from fanout.local import moto_fixes
+    from fanout_kit.local import moto_fixes
 
     _count(table, 1)
     got = []

@@ -11,8 +11,8 @@ from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.stepfunctions.parser.asl.utils.json_path import extract_json
 
-from fanout.local.engine import MOTO_CONFIG
-from fanout.local.moto_lambda import (
+from fanout_kit.local.engine import MOTO_CONFIG
+from fanout_kit.local.moto_lambda import (
     MOTO_VERSION,
     LambdaRouter,
     LocalFunction,
@@ -23,7 +23,7 @@ from fanout.local.moto_lambda import (
 
 def test_installed_moto_is_the_version_the_adapter_was_written_for():
     assert moto.__version__ == MOTO_VERSION, (
-        "moto changed: re-check fanout/local/moto_lambda.py and the engine's workarounds"
+        "moto changed: re-check fanout_kit/local/moto_lambda.py and the engine's workarounds"
     )
     check_moto_version()
 

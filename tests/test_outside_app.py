@@ -141,7 +141,7 @@ FUNCTIONS = {
             return {"ids": {1, 2}}  # not JSON
         ''',
     "strict_import.py": '''\
-        from fanout_common.errors import RetryableTaskError  # the kit's, not in this asset
+        from fanout_kit.common.errors import RetryableTaskError  # the kit's, not in this asset
 
 
         def handler(event, context):
@@ -258,7 +258,7 @@ def shop(kit):
 
 def fanout(app, *args, code: int | None = None) -> subprocess.CompletedProcess:
     started = time.monotonic()
-    done = run([sys.executable, "-S", "-m", "fanout", *args], check=False, cwd=app["app"], env=app["env"])
+    done = run([sys.executable, "-S", "-m", "fanout_kit", *args], check=False, cwd=app["app"], env=app["env"])
     app["transcript"].add(app["app"].name, "fanout " + " ".join(str(a) for a in args), done, time.monotonic() - started)
     if code is not None:
         assert done.returncode == code, done.stdout[-3000:] + done.stderr[-3000:]
@@ -326,7 +326,7 @@ def test_what_fails_on_aws_fails_locally(orders):
     assert "dead-letter queue: 3 message(s)" in done.stdout
     assert "task=ReadsEnv error=KeyError" in done.stdout and "'ORDERS_TABLE'" in done.stdout
     assert "task=ImportsKit error=Runtime.ImportModuleError" in done.stdout
-    assert "Unable to import module 'strict_import': No module named 'fanout_common'" in done.stdout
+    assert "Unable to import module 'strict_import': No module named 'fanout_kit.common'" in done.stdout
     assert "task=ReturnsSet error=Runtime.MarshalError" in done.stdout
 
 

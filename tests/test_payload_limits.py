@@ -1,4 +1,4 @@
-"""The local engine holds every state to AWS's payload limit as AWS does (fanout/local/payload_limits.py):
+"""The local engine holds every state to AWS's payload limit as AWS does (fanout_kit/local/payload_limits.py):
 262,144 bytes of UTF-8 JSON pass, one more fails with the terminal States.DataLimitExceeded, which
 ``States.ALL`` neither retries nor catches ("Handling errors in Step Functions workflows")."""
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from fanout.local.engine import LocalEngine
-from fanout.local.history import states_entered
-from fanout_common.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.local.history import states_entered
+from fanout_kit.common.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
 
 
 @pytest.fixture(scope="module")

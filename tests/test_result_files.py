@@ -1,5 +1,5 @@
 """ForwardFailedItems and `fanout dlq redrive --workflow map` read the Distributed Map's result
-files streamed, one child entry at a time (fanout_common.map_results, fanout_common.json_stream):
+files streamed, one child entry at a time (fanout_kit.common.map_results, fanout_kit.common.json_stream):
 a FAILED file of 400,000 items is some 200 MB of JSON, more than the function's 256 MB once parsed
 whole. benchmarks/forward_failed_benchmark.py measures the full case; here, the same handler on a
 smaller file, with its memory measured."""
@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from fanout.local.moto_lambda import LambdaContext, LocalFunction
+from fanout_kit.local.moto_lambda import LambdaContext, LocalFunction
 
 ITEMS_PER_BATCH = 20
 EXEC = "arn:aws:states:eu-west-1:123456789012:execution:sm:run"
@@ -135,7 +135,7 @@ def test_forward_failed_items_memory_holds_an_entry_not_the_file(forward):
 
 
 def test_the_cli_map_redrive_reads_result_files_streamed():
-    from fanout.ops.dlq import _result_items
+    from fanout_kit.ops.dlq import _result_items
 
     s3 = FakeS3({"results/run/FAILED_0.json": [entry(0), entry(1, "SUCCEEDED")], "results/run/PENDING_0.json": [entry(2, "PENDING")]}, 5)
     items = _result_items(s3, "b", "results/run/manifest.json")

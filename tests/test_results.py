@@ -1,4 +1,4 @@
-"""``fanout results`` and fanout.results: a batch's outcomes item by item (Map), task by task
+"""``fanout results`` and fanout_kit.cli.results: a batch's outcomes item by item (Map), task by task
 (Parallel), child by child (ledger), from what ``fanout run`` / ``fanout ledger`` saved locally;
 the readers stream; bad input is one line. The deployed path: tests/ops/test_results_cli.py."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import fanout.local.template as template_module
-from fanout.cli import main
-from fanout.results import LocalSource, map_outcomes, summary_line, write_outcomes
-from fanout_common.outcomes import Outcome, entry_outcomes
+import fanout_kit.local.template as template_module
+from fanout_kit.cli.main import main
+from fanout_kit.cli.results import LocalSource, map_outcomes, summary_line, write_outcomes
+from fanout_kit.common.outcomes import Outcome, entry_outcomes
 
 EXAMPLE = "examples/batch.json"
 
@@ -111,7 +111,7 @@ def test_a_succeeded_map_batch_records_where_its_results_are(capsys, tmp_path):
 
 
 def test_a_local_ledger_batch_lists_its_children_from_their_marks(capsys, dev_app):
-    from fanout.ledger_demo import run_ledger_demo
+    from fanout_kit.cli.ledger_demo import run_ledger_demo
 
     facts = run_ledger_demo(dev_app, children=6, fail=[2], concurrency=2, duplicate=False,
                             console=Console(file=io.StringIO(), width=200), batch_id="res-led-1")
@@ -277,7 +277,7 @@ def history_of(*steps):
 
 
 def test_parallel_outcomes_read_across_history_pages_and_a_task_the_record_names_failed_is_not_confirmed():
-    from fanout.results import BatchResults, Target, parallel_outcomes
+    from fanout_kit.cli.results import BatchResults, Target, parallel_outcomes
 
     arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:x"
     events = history_of(

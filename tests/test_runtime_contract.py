@@ -17,8 +17,8 @@ from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from fanout.local.template import state_machine_definitions
-from statemachines.asl_graph import all_states
+from fanout_kit.local.template import state_machine_definitions
+from fanout_kit.statemachines.asl_graph import all_states
 from fanout_kit import CompletionLedger, DistributedMapFanOut, FanOutTask, ParallelFanOut
 from fanout_kit.layer import RUNTIME_SOURCE, layer_asset_dir, runtime_layer
 from fanout_runtime import errors, events
@@ -84,7 +84,7 @@ def test_a_map_worker_receives_index_item_pairs_with_a_0_based_attempt(workflows
 
 
 def test_the_ledger_processing_function_receives_the_ledger_child_event():
-    from fanout_common.ledger_runtime import ChildMessage, invoke_processing_function
+    from fanout_kit.common.ledger_runtime import ChildMessage, invoke_processing_function
 
     sent = []
 
@@ -133,7 +133,7 @@ def test_the_runtime_layer_holds_the_package_as_lambda_loads_it(tmp_path):
                for p in RUNTIME_SOURCE.glob("*.py"))
     program = ("import sys; from fanout_runtime import RetryableTaskError, NonRetryableTaskError, parse_map_worker_event;"
                "print(RetryableTaskError.__name__, NonRetryableTaskError.__name__,"
-               " sorted(m for m in sys.modules if m.split('.')[0] in ('fanout_common', 'fanout_kit', 'statemachines')))")
+               " sorted(m for m in sys.modules if m.split('.')[0] in ('fanout_kit.common', 'fanout_kit', 'statemachines')))")
     opt = tmp_path / "opt"  # a copy, as Lambda extracts it (the import writes __pycache__ there)
     shutil.copytree(layer, opt)
     done = subprocess.run([sys.executable, "-S", "-c", program], capture_output=True, text=True, timeout=60,

@@ -1,4 +1,4 @@
-"""fanout/local/sandbox.py: the app's own functions run as strictly as on Lambda (environment,
+"""fanout_kit/local/sandbox.py: the app's own functions run as strictly as on Lambda (environment,
 import path, marshalling, timeout, per-invocation logs), and the kit's in-process functions use
 their own template's metrics namespace."""
 
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from fanout.local.sandbox import Sandboxes, SandboxError, SandboxSpec, layer_paths
+from fanout_kit.local.sandbox import Sandboxes, SandboxError, SandboxSpec, layer_paths
 
 HANDLERS = '''\
 import os
@@ -61,7 +61,7 @@ def sandboxes(tmp_path):
     asset = tmp_path / "asset"
     asset.mkdir()
     (asset / "app.py").write_text(HANDLERS)
-    (asset / "imports_kit.py").write_text("from fanout_common.errors import RetryableTaskError\n\ndef handler(e, c):\n    return 1\n")
+    (asset / "imports_kit.py").write_text("from fanout_kit.common.errors import RetryableTaskError\n\ndef handler(e, c):\n    return 1\n")
     boxes = Sandboxes("eu-west-1", "123456789012")
     yield boxes, asset
     boxes.close()
@@ -100,7 +100,7 @@ def test_a_kit_module_not_in_the_asset_is_an_import_error(sandboxes):
     payload, error = boxes.invoke("Kit", {}, Context())
     assert payload is None
     assert error["errorType"] == "Runtime.ImportModuleError"
-    assert error["errorMessage"] == "Unable to import module 'imports_kit': No module named 'fanout_common'"
+    assert error["errorMessage"] == "Unable to import module 'imports_kit': No module named 'fanout_kit.common'"
 
 
 def test_a_result_that_is_not_json_is_a_marshal_error(sandboxes):
@@ -149,7 +149,7 @@ def test_layers_of_the_apps_assets_are_on_the_path_and_an_unknown_arn_is_refused
 
 
 def test_a_kit_function_without_a_metrics_namespace_is_a_stack_defect(dev_app):
-    from fanout.local.engine import LocalEngine, StackDefect
+    from fanout_kit.local.engine import LocalEngine, StackDefect
 
     templates = copy.deepcopy(dev_app.templates)
     stack = dev_app.workflow_stacks["parallel"]
@@ -168,8 +168,8 @@ def test_the_ledger_never_reruns_work_for_a_namespace_read_before_the_stack_set_
     namespace, so no batch fails on the flush and no child is redelivered."""
     from rich.console import Console
 
-    from fanout.ledger_demo import run_ledger_demo
-    from fanout_common import observability
+    from fanout_kit.cli.ledger_demo import run_ledger_demo
+    from fanout_kit.common import observability
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setattr(observability.metrics, "namespace", None)

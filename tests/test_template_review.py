@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fanout.local.template import make_resolver, resources_of_type, synthesize
+from fanout_kit.local.template import make_resolver, resources_of_type, synthesize
 from stacks.config import read_cdk_context
 from tests.conftest import ENVIRONMENTS
 

@@ -3,7 +3,7 @@
 import pytest
 
 from fanout_runtime.errors import InvalidInput
-from fanout_common.validation import validate_batch_input
+from fanout_kit.common.validation import validate_batch_input
 
 TASKS = ["ReserveInventory", "ChargePayment"]
 GOOD = {"batchId": "order-1", "tasks": {"ReserveInventory": {}, "ChargePayment": {"amountCents": 1}}}
@@ -63,8 +63,8 @@ def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
     """The shared task wrapper publishes TaskSucceeded / TaskFailed / TaskRetried (EMF on stdout)."""
     import json as _json
 
-    from fanout_common import worker
-    from fanout_common.observability import metrics
+    from fanout_kit.common import worker
+    from fanout_kit.common.observability import metrics
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "Demo")
@@ -97,8 +97,8 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
     import json as _json
     import logging
 
-    from fanout_common import worker
-    from fanout_common.observability import logger
+    from fanout_kit.common import worker
+    from fanout_kit.common.observability import logger
 
     logger.remove_keys(["task_id", "attempt"])  # as in a fresh process (other tests log too)
     stream = io.StringIO()
@@ -130,7 +130,7 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
 
 
 def test_an_input_over_the_parallel_cap_is_refused_in_one_line_naming_the_cap():
-    from fanout_common.limits import PARALLEL_INPUT_MAX_BYTES, payload_size
+    from fanout_kit.common.limits import PARALLEL_INPUT_MAX_BYTES, payload_size
 
     event = {"batchId": "big", "tasks": {"ReserveInventory": {}, "ChargePayment": {"note": ""}}}
     event["tasks"]["ChargePayment"]["note"] = "x" * (PARALLEL_INPUT_MAX_BYTES - payload_size(event))
@@ -146,8 +146,8 @@ def test_an_input_over_the_parallel_cap_is_refused_in_one_line_naming_the_cap():
 def test_a_task_output_over_its_cap_fails_the_task_as_not_retryable():
     """Past 256 KiB the Invoke connector's output fails the whole execution (not catchable): the
     wrapper refuses a large output first, so the task is dead-lettered instead."""
-    from fanout_common import worker
-    from fanout_common.limits import TASK_OUTPUT_MAX_BYTES
+    from fanout_kit.common import worker
+    from fanout_kit.common.limits import TASK_OUTPUT_MAX_BYTES
 
     @worker.task_handler
     def handler(task):

@@ -43,7 +43,7 @@ def test_the_version_is_semantic_and_exported():
 
 
 def test_fanout_version_prints_the_kit_version():
-    done = subprocess.run([sys.executable, "-m", "fanout", "--version"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "fanout_kit", "--version"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"fanout {__version__}"

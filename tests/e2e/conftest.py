@@ -4,15 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from fanout.local.engine import LocalEngine
-from fanout_common.simulation import SIMULATE_KEY
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.common.simulation import SIMULATE_KEY
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "batch.json").read_text())
 
 
 def assert_no_denied_calls(local):
     """Every AWS call the handlers and the state machine made is allowed by its role's
-    synthesized policies (fanout/local/iam.py): a denied call fails the test that made it."""
+    synthesized policies (fanout_kit/local/iam.py): a denied call fails the test that made it."""
     denied = [
         f"{p.stack if p else '?'}/{p.label if p else '?'}: {c.service}:{c.operation} -> "
         f"{perm.action + ' on ' + perm.resource if perm else c.error}: {decision}"

@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from fanout.local.engine import LocalEngine
-from fanout.local.history import task_attempts, task_errors
-from fanout.local.template import synthesize
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.local.history import task_attempts, task_errors
+from fanout_kit.local.template import synthesize
 from stacks.config import read_cdk_context
 from tests.e2e.conftest import assert_no_denied_calls
 
@@ -74,7 +74,7 @@ def test_the_ambiguous_setting_retries_a_timed_out_task_that_many_times(tmp_path
 def test_the_kit_s_own_idempotent_steps_retry_an_ambiguous_outcome(engine, batch):
     """UpdateFinalStatus is a conditional write: a timeout (its response lost) is retried and the
     batch finalizes once."""
-    from fanout.local.moto_lambda import FunctionTimedOut
+    from fanout_kit.local.moto_lambda import FunctionTimedOut
 
     lid = engine.function_id("UpdateFinalStatus")
     calls = []
@@ -112,7 +112,7 @@ def test_the_kit_s_own_idempotent_steps_retry_an_ambiguous_outcome(engine, batch
 )
 def test_a_wrong_ambiguous_setting_is_one_line_naming_it(override, message):
     from stacks.config import load_environment
-    from statemachines.checks import ConfigError
+    from fanout_kit.statemachines.checks import ConfigError
 
     context = copy.deepcopy(read_cdk_context())
     context["fanout:environments"]["prod"]["retry"]["ambiguous"].update(override)
@@ -134,8 +134,8 @@ def test_a_wrong_ambiguous_setting_is_one_line_naming_it(override, message):
 
 def test_the_construct_props_check_ambiguous_too():
     from fanout_kit.settings import WorkflowRetries
-    from statemachines.checks import ConfigError
-    from statemachines.retry_policy import RetrySettings
+    from fanout_kit.statemachines.checks import ConfigError
+    from fanout_kit.statemachines.retry_policy import RetrySettings
 
     assert WorkflowRetries().ambiguous.max_attempts == 0
     with pytest.raises(ConfigError, match=r"^retries\.ambiguous\.maxAttempts: at most 3"):

@@ -1,13 +1,13 @@
 """The local engine's deployed view: after deploying a synthesized stack it resolves the template's
-Outputs into the same ``fanout.ops.aws.Deployment`` the ops CLI builds from DescribeStacks, and every
+Outputs into the same ``fanout_kit.ops.aws.Deployment`` the ops CLI builds from DescribeStacks, and every
 output names a resource the engine really created (the one the handlers are configured with)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fanout.local.engine import LocalEngine
-from fanout.ops.aws import REQUIRED_OUTPUTS, Deployment
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.ops.aws import REQUIRED_OUTPUTS, Deployment
 
 
 @pytest.mark.parametrize("workflow", ["parallel", "map", "ledger"])

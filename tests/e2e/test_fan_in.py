@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from fanout.local.history import states_entered, task_attempts
+from fanout_kit.local.history import states_entered, task_attempts
 from tests.e2e.test_map_workflow import deployed, items, run, worker_calls
 
 

@@ -20,16 +20,16 @@ import pytest
 from moto import mock_aws
 from rich.console import Console
 
-from fanout import ledger_demo
-from fanout.local.event_sources import KinesisEventSource, KinesisMapping
-from fanout_common.final_status import read_status
+from fanout_kit.cli import ledger_demo
+from fanout_kit.local.event_sources import KinesisEventSource, KinesisMapping
+from fanout_kit.common.final_status import read_status
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
 
 @pytest.fixture(autouse=True)
 def _restore_metrics_dimensions():
-    from fanout_common.observability import ledger_metrics as metrics
+    from fanout_kit.common.observability import ledger_metrics as metrics
 
     before = dict(metrics.default_dimensions)
     yield
@@ -105,7 +105,7 @@ def test_a_failing_record_is_retried_from_its_sequence_number_then_its_range_goe
 
 
 def test_main_runs_the_kinesis_path_and_prints_the_record(dev_app, monkeypatch, capsys):
-    import fanout.local.template as template
+    import fanout_kit.local.template as template
 
     monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
     monkeypatch.setenv("COLUMNS", "200")

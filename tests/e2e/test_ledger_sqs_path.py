@@ -1,4 +1,4 @@
-"""The completion ledger's SQS path end to end on moto (``fanout.ledger_demo``): the synthesized dev
+"""The completion ledger's SQS path end to end on moto (``fanout_kit.cli.ledger_demo``): the synthesized dev
 ledger stack, the real consumer / DLQ recorder / UpdateFinalStatus handlers in-process, local
 pollers standing in for the SQS event source mappings, the DynamoDB contention model on (the
 demo's default: transactions in flight cancel each other as on DynamoDB).
@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from fanout import ledger_demo
-from fanout_common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
-from fanout_common.final_status import read_status
+from fanout_kit.cli import ledger_demo
+from fanout_kit.common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
+from fanout_kit.common.final_status import read_status
 from tests.e2e.conftest import assert_no_denied_calls
 
 # Invocations that decide nothing emit no metric; Powertools warns about each.
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 def _restore_metrics_dimensions():
     """The in-process handlers share one Powertools Metrics object with the other ledger tests:
     put its default dimensions (the winner sets ``environment``) back as they were."""
-    from fanout_common.observability import ledger_metrics as metrics
+    from fanout_kit.common.observability import ledger_metrics as metrics
 
     before = dict(metrics.default_dimensions)
     yield
@@ -158,7 +158,7 @@ def test_a_failing_child_is_retried_dead_lettered_and_fails_the_batch_once(dev_a
 
 
 def test_main_prints_the_outcome(dev_app, monkeypatch, capsys):
-    import fanout.local.template as template
+    import fanout_kit.local.template as template
 
     monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
     monkeypatch.setenv("COLUMNS", "200")  # one outcome fact per line
@@ -178,7 +178,7 @@ def test_main_prints_the_outcome(dev_app, monkeypatch, capsys):
 
 
 def test_usage_errors_are_one_line_and_exit_2(dev_app, monkeypatch, capsys):
-    import fanout.local.template as template
+    import fanout_kit.local.template as template
 
     monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
     for key in ledger_demo.QUIET_ENV:

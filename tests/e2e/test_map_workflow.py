@@ -1,5 +1,5 @@
 """End to end, the Distributed Map workflow on the synthesized definitions (adapted for moto in
-fanout/local/adapt.py; Distributed Map children run by fanout/local/moto_fixes.py), real handlers.
+fanout_kit/local/adapt.py; Distributed Map children run by fanout_kit/local/moto_fixes.py), real handlers.
 The verdict comes from the map run's own counts (DescribeMapRun); state is read from the execution
 history, the map run, the status table, S3 and the DLQ."""
 
@@ -8,10 +8,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from fanout.local.engine import LocalEngine
-from fanout.local.history import states_entered, task_attempts
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.local.history import states_entered, task_attempts
 from tests.e2e.conftest import assert_no_denied_calls
-from fanout_common.simulation import SIMULATE_KEY
+from fanout_kit.common.simulation import SIMULATE_KEY
 
 
 @contextmanager
@@ -236,7 +236,7 @@ def test_failures_within_the_threshold_still_finalize_and_reach_the_dlq(tmp_path
     decides), and the failed item is in the DLQ all the same."""
     import copy
 
-    from fanout.local.template import synthesize
+    from fanout_kit.local.template import synthesize
     from stacks.config import read_cdk_context
 
     context = copy.deepcopy(read_cdk_context())

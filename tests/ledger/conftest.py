@@ -16,8 +16,8 @@ from botocore.config import Config
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
-from fanout.local.dynamodb_contention import dynamodb_contention
-from fanout.local.moto_fixes import serialized_dynamodb_writes
+from fanout_kit.local.dynamodb_contention import dynamodb_contention
+from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
 from tests.ledger.ledger_tables import create_ledger_table, create_status_table
 
 REGION = "eu-west-1"
@@ -44,7 +44,7 @@ def moto_endpoint() -> Iterator[str]:
 
 @pytest.fixture
 def contention() -> Iterator[Any]:
-    """The DynamoDB contention model (fanout/local/dynamodb_contention.py) on, for one test:
+    """The DynamoDB contention model (fanout_kit/local/dynamodb_contention.py) on, for one test:
     transactions hold their items for a few milliseconds and cancel each other."""
     with dynamodb_contention(window_seconds=CONTENTION_WINDOW_SECONDS) as model:
         yield model
@@ -106,7 +106,7 @@ class FakeLambdaClient:
 @pytest.fixture
 def handler_env(aws: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """Environment of the ledger Lambdas, wired to in-process moto and the fake Lambda client."""
-    from fanout_common import ledger_runtime
+    from fanout_kit.common import ledger_runtime
 
     fake = FakeLambdaClient()
     for key, value in {

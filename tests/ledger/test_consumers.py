@@ -16,9 +16,9 @@ import ledger_kinesis_consumer
 import ledger_kinesis_failure_recorder
 import ledger_sqs_consumer
 import ledger_sweeper
-from fanout_common import final_status
-from fanout_common.ledger import Ledger
-from fanout_common.ledger_producer import demo_messages, send_to_kinesis, send_to_sqs
+from fanout_kit.common import final_status
+from fanout_kit.common.ledger import Ledger
+from fanout_kit.common.ledger_producer import demo_messages, send_to_kinesis, send_to_sqs
 
 # Invocations that decide nothing emit no metric; Powertools warns about each (pytest resets the
 # filter ledger_runtime installs for Lambda).
@@ -73,7 +73,7 @@ def ledger_batch(env, batch_id):
 @pytest.fixture
 def log_lines(monkeypatch):
     """The JSON lines the handlers' Powertools Logger writes during the test."""
-    from fanout_common.observability import logger
+    from fanout_kit.common.observability import logger
 
     buffer = io.StringIO()
     handler = logger.registered_handler
@@ -131,7 +131,7 @@ def test_finalize_failure_is_retried_by_the_same_winner(handler_env):
 
 
 def test_every_log_line_of_a_child_names_batch_and_child(handler_env, log_lines):
-    from fanout_common.observability import logger
+    from fanout_kit.common.observability import logger
 
     logger.setLevel("INFO")
     try:
@@ -171,13 +171,13 @@ def test_contention_beyond_the_ledger_retries_returns_the_message_and_it_counts_
     """Under the contention model, an item held by another transaction for longer than the ledger
     retries: the message is reported as a batch item failure (back to the queue), and counted once
     when it is delivered again."""
-    from fanout.local.dynamodb_contention import dynamodb_contention
-    from fanout.local.moto_fixes import serialized_dynamodb_writes
-    from fanout_common import ledger as ledger_module
-    from fanout_common.ledger import shard_pk
+    from fanout_kit.local.dynamodb_contention import dynamodb_contention
+    from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
+    from fanout_kit.common import ledger as ledger_module
+    from fanout_kit.common.ledger import shard_pk
 
     monkeypatch.setenv("LEDGER_COUNTER_SHARDS", shards)
-    from fanout_common import ledger_runtime
+    from fanout_kit.common import ledger_runtime
 
     build = ledger_runtime.ledger_from_env
 

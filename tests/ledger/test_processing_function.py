@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from fanout_common import ledger_runtime
-from fanout_common.ledger_runtime import ChildMessage, ChildWorkFailed, do_child_work, invoke_processing_function
+from fanout_kit.common import ledger_runtime
+from fanout_kit.common.ledger_runtime import ChildMessage, ChildWorkFailed, do_child_work, invoke_processing_function
 
 
 class RecordingLambda:

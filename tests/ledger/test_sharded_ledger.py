@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from fanout_common import final_status
-from fanout_common.ledger import (
+from fanout_kit.common import final_status
+from fanout_kit.common.ledger import (
     BatchNotRegistered,
     Ledger,
     LedgerContention,

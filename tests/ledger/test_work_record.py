@@ -1,8 +1,8 @@
-"""The work record (fanout_common.ledger_work): a child whose work succeeded is counted succeeded
+"""The work record (fanout_kit.common.ledger_work): a child whose work succeeded is counted succeeded
 exactly once, whatever happens to its message, and its work is not run again.
 
 The counter is made to lose every race with the DynamoDB contention model
-(fanout/local/dynamodb_contention.py: ``hold`` plays another transaction in flight on the batch
+(fanout_kit/local/dynamodb_contention.py: ``hold`` plays another transaction in flight on the batch
 item, so each TransactWriteItems is cancelled with TransactionConflict, as DynamoDB documents),
 until the message has been received maxReceiveCount times and is dead-lettered.
 """
@@ -16,12 +16,12 @@ import pytest
 import ledger_dlq_recorder
 import ledger_kinesis_consumer
 import ledger_sqs_consumer
-from fanout.local.dynamodb_contention import dynamodb_contention
-from fanout.local.moto_fixes import serialized_dynamodb_writes
-from fanout_common import final_status, ledger_runtime
-from fanout_common import ledger as ledger_module
-from fanout_common.ledger import Ledger, shard_pk
-from fanout_common.ledger_work import WORK_FAILED, WORK_SUCCEEDED, WorkRecords
+from fanout_kit.local.dynamodb_contention import dynamodb_contention
+from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
+from fanout_kit.common import final_status, ledger_runtime
+from fanout_kit.common import ledger as ledger_module
+from fanout_kit.common.ledger import Ledger, shard_pk
+from fanout_kit.common.ledger_work import WORK_FAILED, WORK_SUCCEEDED, WorkRecords
 from tests.ledger.test_consumers import child, kinesis_record, sqs_record
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fanout.cli import main
+from fanout_kit.cli.main import main
 from tests.ops.harness import deployed, moto_server
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "batch.json").read_text())
@@ -49,7 +49,7 @@ class Run:
 
 @pytest.fixture
 def cli(capsys, ops_endpoint):
-    """``cli("start", FILE)`` runs ``python -m fanout --endpoint-url URL start FILE`` in-process."""
+    """``cli("start", FILE)`` runs ``python -m fanout_kit --endpoint-url URL start FILE`` in-process."""
 
     def run(*argv: str, endpoint: str | None = ops_endpoint) -> Run:
         capsys.readouterr()
@@ -83,9 +83,9 @@ def fix_downstream(monkeypatch):
     DLQ messages, and so the redrive, still carry the original input with its switch)."""
 
     def fix() -> None:
-        import fanout_common.worker as worker  # the module the task handlers imported
+        import fanout_kit.common.worker as worker  # the module the task handlers imported
 
-        assert "fanout_common.worker" in sys.modules
+        assert "fanout_kit.common.worker" in sys.modules
         monkeypatch.setattr(worker, "raise_simulated_failure", lambda task: None)
         if "map_item_worker" in sys.modules:  # it imported the function by name
             monkeypatch.setattr(sys.modules["map_item_worker"], "raise_simulated_failure", lambda task: None)

@@ -16,8 +16,8 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
-from fanout.local.engine import LocalEngine
-from fanout.local.moto_fixes import serialized_dynamodb_writes
+from fanout_kit.local.engine import LocalEngine
+from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
 
 
 def _is_lambda_invoke(environ: dict[str, Any]) -> bool:

@@ -4,7 +4,7 @@ synthesized template when it deployed the stack."""
 
 from __future__ import annotations
 
-from fanout.ops.aws import Aws, environment, find_deployment
+from fanout_kit.ops.aws import Aws, environment, find_deployment
 
 
 def test_find_deployment_reads_what_the_engine_resolved(deployment):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-import fanout.ops.dlq as dlq_module
+import fanout_kit.ops.dlq as dlq_module
 from tests.ops.conftest import EXAMPLE
 
 ARN = re.compile(r"^\s*execution: (arn:aws:states:\S+)$", re.M)
@@ -163,7 +163,7 @@ def test_redrive_again_while_the_first_redrive_still_runs_is_the_same_execution(
     """Same name + same input as a RUNNING execution: the redrive finds that execution again."""
     import threading
 
-    import fanout_common.worker as worker
+    import fanout_kit.common.worker as worker
 
     engine = deployment.engine
     failed_arn = started_arn(cli("start", batch_file("dup-1", ReserveInventory={"mode": "fatal"})))

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-import fanout.ops.aws as aws_module
+import fanout_kit.ops.aws as aws_module
 
 
 @contextmanager

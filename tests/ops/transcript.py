@@ -5,7 +5,7 @@
 
 against a moto server on loopback that stands in for AWS: the synthesized dev Parallel workflow
 deployed into it, the real handlers serving its Lambda invokes, a CloudFormation stack of the real
-name carrying the outputs. Each command is the real CLI (``fanout.cli.main``) run in this process.
+name carrying the outputs. Each command is the real CLI (``fanout_kit.cli.main.main``) run in this process.
 
     .venv/bin/python tests/ops/transcript.py
 """
@@ -41,9 +41,9 @@ HANDLER_LINE = re.compile(r'^\{"(_aws|level)"')
 
 
 def run(argv: list[str], shown: list[str]) -> tuple[int, str]:
-    from fanout.cli import main
+    from fanout_kit.cli.main import main
 
-    print("$ python -m fanout " + " ".join(shown))
+    print("$ python -m fanout_kit " + " ".join(shown))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
@@ -56,7 +56,7 @@ def run(argv: list[str], shown: list[str]) -> tuple[int, str]:
 
 
 def main() -> int:
-    from fanout.local.template import synthesize
+    from fanout_kit.local.template import synthesize
     from stacks.runtime_node import use_venv_node
     from tests.ops.harness import deployed, moto_server
 
@@ -87,7 +87,7 @@ def main() -> int:
 
         print("# ... the cause is fixed (here: the handlers' fault switch is turned off; the redrive")
         print("# re-sends the task's original input, switch included) ...\n")
-        import fanout_common.worker as worker
+        import fanout_kit.common.worker as worker
 
         worker.raise_simulated_failure = lambda task: None
         redrive = ["dlq", "redrive", "--env", "dev", "--batch", batch["batchId"]]

@@ -1,3 +1,0 @@
-from fanout.cli import console_main
-
-console_main()

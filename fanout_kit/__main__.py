@@ -1,0 +1,3 @@
+from fanout_kit.cli.main import console_main
+
+console_main()

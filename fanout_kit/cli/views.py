@@ -1,0 +1,102 @@
+"""Terminal views shared by the local demo and the ops CLI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from fanout_kit.local.history import (
+    DEAD_LETTERED,
+    DEAD_LETTERING,
+    FAILED,
+    PENDING,
+    RETRYING,
+    RUNNING,
+    SKIPPED,
+    SUCCEEDED,
+    ProgressTracker,
+)
+
+STYLE = {
+    PENDING: "dim",
+    RUNNING: "cyan",
+    RETRYING: "yellow",
+    SUCCEEDED: "green",
+    DEAD_LETTERING: "magenta",
+    DEAD_LETTERED: "red",
+    FAILED: "bold red",
+    SKIPPED: "dim",
+}
+
+
+def task_table(tracker: ProgressTracker, title: str) -> Table:
+    table = Table(title=title, expand=False)
+    for column in ("task", "status", "attempts", "last error"):
+        table.add_column(column)
+    for view in tracker.tasks.values():
+        table.add_row(
+            view.name,
+            f"[{STYLE.get(view.status, '')}]{view.status}[/]",
+            str(view.attempts),
+            view.last_error or "",
+        )
+    done, failed, total = task_counts(tracker)
+    table.caption = f"done {done} / failed {failed} / total {total}" + (
+        f"  (now: {tracker.final_state})" if tracker.final_state else ""
+    )
+    return table
+
+
+def task_counts(tracker: ProgressTracker) -> tuple[int, int, int]:
+    views = tracker.tasks.values()
+    done = sum(v.status in (SUCCEEDED, SKIPPED) for v in views)
+    failed = sum(v.status in (DEAD_LETTERING, DEAD_LETTERED, FAILED) for v in views)
+    return done, failed, len(tracker.tasks)
+
+
+def make_console(**kwargs: Any) -> Console:
+    """A console for the CLI: on a terminal, rich's normal one; in a pipe or a CI log, no wrapping
+    at 80 columns (execution ARNs and JSON records stay whole on one line) and no colours."""
+    console = Console(soft_wrap=True, **kwargs)
+    if not console.is_terminal:
+        console = Console(soft_wrap=True, width=max(console.width, 200), **kwargs)
+    return console
+
+
+def cause_message(cause: Any) -> Any:
+    """The errorMessage inside a Lambda error's JSON cause (``{"errorMessage", "errorType",
+    "requestId", "stackTrace"}``), else the cause as it is."""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        return cause
+    return parsed.get("errorMessage", cause) if isinstance(parsed, dict) else cause
+
+
+def error_line(error: str | None, cause: str | None) -> str:
+    """An execution's error and cause as one line: ``InvalidInput: tasks.Foo: unknown task ...``."""
+    message = " ".join(str(cause_message(cause) or "").split())  # one line, whatever the cause held
+    return f"{error}: {message}" if message else str(error)
+
+
+class PlainTaskLog:
+    """The task table's changes as plain lines, for a pipe or a CI log (no redraws): one line
+    each time a task's status or attempt count changes."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.seen: dict[str, tuple[str, int]] = {}
+
+    def update(self, tracker: ProgressTracker) -> None:
+        for view in tracker.tasks.values():
+            key = (view.status, view.attempts)
+            if self.seen.get(view.name, (PENDING, 0)) == key:
+                continue
+            self.seen[view.name] = key
+            line = f"{view.name}: {view.status}, attempt {view.attempts}"
+            if view.last_error and view.status != SUCCEEDED:
+                line += f", last error {view.last_error}"
+            self.console.print(line, markup=False, highlight=False)

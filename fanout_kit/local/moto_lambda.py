@@ -1,0 +1,459 @@
+"""Route moto's Lambda Invoke to the project's real Python handlers, in-process.
+
+Written against **moto 5.2.5** (``MOTO_VERSION`` below; ``test_moto_adapter.py`` fails loudly when
+the installed moto differs or the patched method changes shape). With ``lambda.use_docker`` off,
+moto's ``LambdaSimpleBackend.invoke(function_name, qualifier, body, headers, response_headers)``
+returns a canned answer; this module replaces it with one that imports the function's handler from
+``lambdas/`` (or, for a function of another app, from its synthesized code asset) and calls it, and answers an unhandled exception the way the AWS Python runtime does:
+status 200, header ``X-Amz-Function-Error: Unhandled`` and the payload
+``{"errorMessage", "errorType", "requestId", "stackTrace"}``, so that Step Functions' Retry and
+Catch see the real error name (the exception's class name).
+
+The app's own functions (a code asset that is not the kit's) do not run in this process: they run
+in sandboxes as strict as Lambda (``fanout_kit/local/sandbox.py``; ``LocalFunction.sandboxed``). Faults
+of an app's functions can be injected here without touching their code (``task_faults``,
+``item_faults``: ``fanout run --app --fail / --fail-item``).
+
+Faults of the Lambda *service* itself (``Lambda.ServiceException`` and friends, which the Retry
+rules also cover) are injected here too: the invoke is answered with that API error, as AWS does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import json
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import moto
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.exceptions import JsonRESTError
+
+MOTO_VERSION = "5.2.5"
+# The kit's handlers: lambdas/ in this repository, fanout_kit/lambdas in the installed wheel
+_REPO_LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
+LAMBDAS_DIR = _REPO_LAMBDAS if _REPO_LAMBDAS.is_dir() else Path(__file__).resolve().parents[2] / "fanout_kit" / "lambdas"
+
+
+class FunctionStopped(BaseException):
+    """Lambda stopped the function mid-invocation (BaseException, so the handler's own
+    ``except Exception`` cannot swallow it). ``error_type``: the Lambda runtime's name for it."""
+
+    error_type = "Runtime.ExitError"
+
+    def message(self, fn: "LocalFunction") -> str:
+        return "Runtime exited with error: exit status 1"
+
+
+class FunctionTimedOut(FunctionStopped):
+    """Raised by the local stand-in of ``fanout_kit.common.worker.hang``: the function runs until its
+    timeout ("Task timed out after N seconds", error type Sandbox.Timedout in Lambda's
+    troubleshooting guide)."""
+
+    error_type = "Sandbox.Timedout"
+
+    def message(self, fn: "LocalFunction") -> str:
+        return f"Task timed out after {fn.timeout_s:.2f} seconds"
+
+
+class FunctionOutOfMemory(FunctionStopped):
+    """The stand-in of ``fanout_kit.common.worker.exhaust_memory``: the function outgrew its memory size."""
+
+    error_type = "Runtime.OutOfMemory"
+
+    def message(self, fn: "LocalFunction") -> str:
+        return f"Runtime exited with error: signal: killed (memory size {fn.memory_mb} MB)"
+
+
+class RuntimeCrashed(FunctionStopped):
+    """The stand-in of ``fanout_kit.common.worker.crash``: the runtime process exited."""
+
+
+# How Step Functions names an unhandled Lambda error in the task's error output. AWS's Step
+# Functions guide ("Handle Lambda service exceptions"): "Unhandled errors in Lambda are reported as
+# Lambda.Unknown ... These include out-of-memory errors and function timeouts"; the Lambda runtime's
+# own names (Sandbox.Timedout, Runtime.OutOfMemory, Runtime.ExitError) are what the function's error
+# payload carries. The engine reports either (``LocalEngine(unhandled_errors=...)``), so a test can
+# show that the Retry rules treat both the same.
+RUNTIME_NAMES = "runtime"
+DOCUMENTED_NAME = "Lambda.Unknown"
+UNHANDLED_ERROR_NAMES = (RUNTIME_NAMES, DOCUMENTED_NAME)
+
+
+def _local_hang(seconds: float) -> None:
+    raise FunctionTimedOut(seconds)
+
+
+def _local_exhaust_memory() -> None:
+    raise FunctionOutOfMemory()
+
+
+def _local_crash() -> None:
+    raise RuntimeCrashed()
+
+
+_ASSET_IMPORT = threading.Lock()  # Parallel branches invoke at once: one of them loads the module
+
+
+def asset_module(name: str, path: Path) -> Any:
+    """The handler module of another app's function, loaded from its code asset under its own
+    name (as the Lambda runtime imports it from /var/task). A handler importing sibling modules
+    of its asset is not supported locally; a name already loaded from another file is refused."""
+    with _ASSET_IMPORT:
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            if Path(getattr(loaded, "__file__", "") or "").resolve() != path.resolve():
+                raise RuntimeError(f"handler module {name!r} of {path} is already loaded from {loaded.__file__}")
+            return loaded
+        if not path.is_file():
+            raise RuntimeError(f"handler module {name!r} not found in the function's code asset ({path})")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module  # only once it is complete
+        return module
+
+
+class RetryableTaskError(Exception):
+    """An injected failure (``--fail``/``--fail-item``), named as the kit's Retry rule matches it."""
+
+
+class NonRetryableTaskError(Exception):
+    """An injected failure the workflows never retry (dead-lettered at once)."""
+
+
+@dataclass(frozen=True)
+class InjectedFault:
+    """A fault of a user's function injected by the engine, without touching its code: ``mode``
+    transient (its first ``times`` attempts), permanent, fatal, timeout (or hang), oom or crash."""
+
+    mode: str
+    times: int = 1
+
+
+def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseException | None:
+    """The exception a task (``{"batchId", "task", "attempt", ...}``) or a Map worker's batch
+    (``{"items": [{"index", "item"}...], "attempt", ...}``) raises under an injected fault."""
+    if not isinstance(event, dict) or not (task_faults or item_faults):
+        return None
+    attempt = event.get("attempt") if isinstance(event.get("attempt"), int) else 0
+    fault, where = None, None
+    if task_faults and isinstance(event.get("task"), str) and "batchId" in event:
+        fault, where = task_faults.get(event["task"]), event["task"]
+    elif item_faults and isinstance(event.get("items"), list):
+        hits = [e.get("index") for e in event["items"] if isinstance(e, dict) and e.get("index") in item_faults]
+        if hits:
+            fault, where = item_faults[hits[0]], f"item {hits[0]}"
+    elif item_faults and "payload" in event and str(event.get("childId", "")).isdigit():
+        # a ledger processing function's child ({"batchId", "childId", "payload", "attempt"})
+        fault, where = item_faults.get(int(event["childId"])), f"child {event['childId']}"
+    if fault is None:
+        return None
+    where = f"{where} (attempt {attempt + 1})"
+    if fault.mode in ("timeout", "hang"):
+        return FunctionTimedOut(0)
+    if fault.mode == "oom":
+        return FunctionOutOfMemory()
+    if fault.mode == "crash":
+        return RuntimeCrashed()
+    if fault.mode == "fatal":
+        return NonRetryableTaskError(f"injected non-retryable failure of {where}")
+    if fault.mode == "permanent":
+        return RetryableTaskError(f"injected permanent failure of {where}")
+    if attempt < fault.times:
+        return RetryableTaskError(f"injected transient failure of {where}")
+    return None
+
+
+class RuntimeReported(Exception):
+    """An error the Lambda runtime itself reports (its payload as the runtime words it)."""
+
+    def __init__(self, payload: dict[str, Any]):
+        super().__init__(payload.get("errorMessage"))
+        self.payload = payload
+
+
+METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
+
+
+def metrics_namespaces() -> tuple[str | None, ...] | None:
+    """The kit's Metrics objects' namespaces (to put back after a run), or None if not loaded."""
+    observability = sys.modules.get("fanout_kit.common.observability")
+    if observability is None:
+        return None
+    return observability.metrics.namespace, observability.ledger_metrics.namespace
+
+
+def restore_metrics_namespaces(saved: tuple[str | None, ...] | None) -> None:
+    observability = sys.modules.get("fanout_kit.common.observability")
+    if observability is not None and saved is not None:
+        observability.metrics.namespace, observability.ledger_metrics.namespace = saved
+
+
+def use_metrics_namespace(namespace: str | None) -> None:
+    """The kit's Powertools Metrics objects take this invocation's function's namespace, as a
+    fresh Lambda environment would read it from the function's own variables at import (in this
+    process they were created once, possibly before the stack's variables were set). A function
+    without one fails its metrics flush (SchemaValidationError), as on AWS."""
+    observability = sys.modules.get("fanout_kit.common.observability")
+    if observability is None:
+        return
+    for metrics in (observability.metrics, observability.ledger_metrics):
+        if metrics.namespace != namespace:
+            metrics.namespace = namespace
+
+
+def is_kit_handler(handler: str) -> bool:
+    """Whether ``handler`` names one of the kit's handler modules."""
+    module_name = handler.rpartition(".")[0]
+    return (LAMBDAS_DIR / Path(*module_name.split(".")).with_suffix(".py")).is_file()
+
+
+def is_kit_code(code_dir: Path, handler: str) -> bool:
+    """Whether a function's code asset holds the kit's own handler (the same file as the kit's)."""
+    module_name = handler.rpartition(".")[0]
+    relative = Path(*module_name.split(".")).with_suffix(".py")
+    mine, kits = code_dir / relative, LAMBDAS_DIR / relative
+    return mine.is_file() and kits.is_file() and mine.read_bytes() == kits.read_bytes()
+
+
+class LambdaServiceError(JsonRESTError):
+    """A Lambda API error (HTTP 5xx/429), as Step Functions sees from a failing Invoke call."""
+
+    def __init__(self, code: str, message: str, status: int = 500):
+        super().__init__(code, message)
+        self.code = status
+
+
+@dataclass
+class LocalFunction:
+    name: str
+    handler: str  # "module.function", relative to lambdas/ or to code_dir
+    memory_mb: int = 256
+    timeout_s: int = 30
+    code_dir: Path | None = None  # the function's synthesized code asset (None: inline code)
+    sandboxed: bool = False  # the app's own function: run in its own process (fanout_kit/local/sandbox.py)
+    environment: dict[str, str] | None = None  # its template's variables (None: not from a template)
+
+
+@dataclass
+class InvocationRecord:
+    function: str
+    event: Any
+    error_type: str | None
+    seconds: float = 0.0  # the handler's duration (a hang: the function's timeout), for metering
+
+
+class LambdaContext:
+    """The attributes of the Lambda context object the handlers (and Powertools) read."""
+
+    def __init__(self, fn: LocalFunction, region: str, account: str):
+        self.function_name = fn.name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account}:function:{fn.name}"
+        self.memory_limit_in_mb = fn.memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{fn.name}"
+        self.log_stream_name = "local"
+        self._timeout_ms = fn.timeout_s * 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._timeout_ms
+
+
+@dataclass
+class LambdaRouter:
+    """Which handler serves which function name, plus the service faults still to inject."""
+
+    region: str = "eu-west-1"
+    account: str = "123456789012"
+    functions: dict[str, LocalFunction] = field(default_factory=dict)
+    # function name -> Lambda API error codes to answer with, one per invoke, in order. A fault
+    # "before" rejects the invoke (the handler does not run); "after" runs the handler and then
+    # loses its response (the caller sees the error although the work was done).
+    service_faults: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    invocations: list[InvocationRecord] = field(default_factory=list)
+    on_invoke: Callable[[str, Any], None] | None = None
+    # (function, event, result): called after a handler returned (tests change the world there)
+    after_invoke: Callable[[str, Any, Any], None] | None = None
+    # (event, seconds): a function hung until its timeout; the engine charges the child's clock
+    on_hang: Callable[[Any, float], None] | None = None
+    # Faults of the app's own functions, injected here (fanout run --app --fail / --fail-item):
+    # task name -> InjectedFault, Map item index -> InjectedFault
+    sandboxes: Any = None  # fanout_kit.local.sandbox.Sandboxes of the app's own functions
+    task_faults: dict[str, InjectedFault] = field(default_factory=dict)
+    item_faults: dict[int, InjectedFault] = field(default_factory=dict)
+    # the error name of a function Lambda stopped (timeout, out of memory, crash): RUNTIME_NAMES
+    # (Sandbox.Timedout, ...) or DOCUMENTED_NAME (Lambda.Unknown for all three)
+    unhandled_errors: str = RUNTIME_NAMES
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, fn: LocalFunction) -> None:
+        self.functions[fn.name] = fn
+
+    def count(self, function: str) -> int:
+        return Counter(r.function for r in self.invocations)[function]
+
+    def _handler(self, fn: LocalFunction) -> Callable[[Any, Any], Any]:
+        module_name, _, attr = fn.handler.rpartition(".")
+        relative = Path(*module_name.split(".")).with_suffix(".py")
+        if fn.code_dir is None or (LAMBDAS_DIR / relative).is_file():
+            # The kit's and this app's handlers: imported by their one name (lambdas/ is an import
+            # root here); from the installed wheel, loaded from its fanout_kit/lambdas under that name.
+            if module_name in sys.modules or importlib.util.find_spec(module_name) is not None:
+                return getattr(importlib.import_module(module_name), attr)
+            return getattr(asset_module(module_name, LAMBDAS_DIR / relative), attr)
+        return getattr(asset_module(module_name, fn.code_dir / relative), attr)
+
+    def invoke(self, function_name: str, body: Any, response_headers: dict) -> bytes:
+        name = function_name.split(":function:")[-1].split(":")[0]
+        fn = self.functions.get(name)
+        if fn is None:
+            raise LambdaServiceError(
+                "ResourceNotFoundException", f"Function not found: {function_name}", 404
+            )
+        event = json.loads(body) if body else {}
+        with self._lock:
+            faults = self.service_faults.get(name)
+            fault, when = faults.pop(0) if faults else (None, None)
+        if self.on_invoke:
+            self.on_invoke(name, event)
+        if fault and when == "before":
+            with self._lock:
+                self.invocations.append(InvocationRecord(name, event, f"Lambda.{fault}"))
+            raise _service_error(fault)
+        context = LambdaContext(fn, self.region, self.account)
+        running = _RUNNING.__dict__.setdefault("stack", [])
+        running.append(name)
+        began = time.perf_counter()
+        try:
+            injected = injected_failure(event, self.task_faults, self.item_faults)
+            if injected is not None:
+                raise injected
+            if fn.sandboxed:  # the app's own function: its own process (fanout_kit/local/sandbox.py)
+                payload, runtime_error = self.sandboxes.invoke(name, event, context)
+                if runtime_error is not None:
+                    raise RuntimeReported(runtime_error)
+                result = json.loads(payload)
+            else:
+                handler = self._handler(fn)
+                if fn.environment is not None:
+                    use_metrics_namespace(fn.environment.get(METRICS_NAMESPACE_ENV))
+                result = handler(event, context)
+                try:
+                    payload = json.dumps(result)
+                except (TypeError, ValueError) as exc:  # what the Python runtime answers
+                    raise RuntimeReported({"errorMessage": f"Unable to marshal response: {exc}",
+                                           "errorType": "Runtime.MarshalError",
+                                           "requestId": context.aws_request_id, "stackTrace": []}) from None
+            error_type = None
+        except RuntimeReported as reported:
+            error_type = reported.payload["errorType"]
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps(reported.payload)
+        except FunctionStopped as stopped:
+            # What Lambda answers when it stops a function (timeout, out of memory, runtime exit).
+            # No real waiting for a timeout: the Express child's clock is charged the function's
+            # timeout instead.
+            if isinstance(stopped, FunctionTimedOut) and self.on_hang:
+                self.on_hang(event, float(fn.timeout_s))
+            if isinstance(stopped, FunctionTimedOut):
+                began -= float(fn.timeout_s)  # Lambda bills a timed-out invocation to its timeout
+            error_type = stopped.error_type if self.unhandled_errors == RUNTIME_NAMES else DOCUMENTED_NAME
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps({"errorType": error_type, "errorMessage": stopped.message(fn)})
+        except Exception as exc:  # the runtime reports any unhandled exception this way
+            error_type = type(exc).__name__
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps(
+                {
+                    "errorMessage": str(exc),
+                    "errorType": error_type,
+                    "requestId": context.aws_request_id,
+                    "stackTrace": traceback.format_tb(exc.__traceback__),
+                }
+            )
+        finally:
+            running.pop()
+        seconds = time.perf_counter() - began
+        if error_type is None and self.after_invoke:  # (outside the function: not its own calls)
+            self.after_invoke(name, event, result)
+        with self._lock:
+            self.invocations.append(InvocationRecord(name, event, error_type, seconds))
+        if fault:  # "after": the work happened, the response is lost
+            raise _service_error(fault)
+        return payload.encode()
+
+
+def _service_error(code: str) -> LambdaServiceError:
+    status = 429 if code == "TooManyRequestsException" else 500
+    return LambdaServiceError(code, f"injected Lambda service fault {code}", status)
+
+
+_RUNNING = threading.local()
+
+
+def current_function() -> str | None:
+    """The function whose handler this thread is running (innermost), or None."""
+    stack = getattr(_RUNNING, "stack", None)
+    return stack[-1] if stack else None
+
+
+_ACTIVE: list[LambdaRouter] = []
+_ORIGINAL_INVOKE = LambdaSimpleBackend.invoke
+
+
+def _routed_invoke(self, function_name, qualifier, body, headers, response_headers):
+    if not _ACTIVE:
+        return _ORIGINAL_INVOKE(self, function_name, qualifier, body, headers, response_headers)
+    payload = _ACTIVE[-1].invoke(function_name, body, response_headers)
+    response_headers["Content-Length"] = str(len(payload))
+    return payload
+
+
+def check_moto_version() -> None:
+    if moto.__version__ != MOTO_VERSION:
+        raise RuntimeError(
+            f"fanout_kit.local.moto_lambda was written for moto {MOTO_VERSION}, found "
+            f"{moto.__version__}: re-check LambdaSimpleBackend.invoke and the Step Functions "
+            "interpreter's error mapping, then update MOTO_VERSION (tests/test_moto_adapter.py)"
+        )
+
+
+class routed_lambdas:
+    """Context manager: while active, moto's Lambda Invoke runs ``router``'s handlers."""
+
+    def __init__(self, router: LambdaRouter):
+        self.router = router
+
+    def __enter__(self) -> LambdaRouter:
+        check_moto_version()
+        LambdaSimpleBackend.invoke = _routed_invoke
+        _ACTIVE.append(self.router)
+        self._worker = _worker_module()
+        self._saved = {name: getattr(self._worker, name) for name in ("hang", "exhaust_memory", "crash")}
+        self._worker.hang = _local_hang
+        self._worker.exhaust_memory = _local_exhaust_memory
+        self._worker.crash = _local_crash
+        return self.router
+
+    def __exit__(self, *exc: Any) -> None:
+        _ACTIVE.remove(self.router)
+        for name, original in self._saved.items():
+            setattr(self._worker, name, original)
+        if not _ACTIVE:
+            LambdaSimpleBackend.invoke = _ORIGINAL_INVOKE
+
+
+def _worker_module():
+    """The handlers' worker module, under the name the handlers import it by."""
+    return importlib.import_module("fanout_kit.common.worker")
