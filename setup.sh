@@ -40,8 +40,9 @@ if [ "$(cat node_modules/.fanout-npm-stamp 2>/dev/null)" != "$npm_stamp" ]; then
 fi
 
 # The kit's folders on the venv's path (what an editable install does, without copying anything):
-# the app, fanout/ and statemachines/ from here, the handlers and fanout_kit.common from lambdas/, each
-# by one import name. Users of the kit install it instead: pip install <this folder> (pyproject.toml).
+# the app (app.py, stacks/) and the kit's package fanout_kit/ from here (statemachines/ through its
+# symlink fanout_kit/statemachines), the handlers and fanout_runtime from lambdas/, each by one
+# import name. Users of the kit install it instead: pip install <this folder> (pyproject.toml).
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n%s\n' "$PWD" "$PWD/lambdas" > "$site/fanout-kit-dev.pth"
 
@@ -50,7 +51,7 @@ cat > .venv/bin/fanout.tmp <<'SCRIPT'
 #!/bin/sh
 # The fan-out kit's command line, written by setup.sh: `fanout --help`.
 kit=$(cd "$(dirname "$0")/../.." && pwd)
-if [ ! -f "$kit/fanout/cli.py" ]; then
+if [ ! -f "$kit/fanout_kit/cli/main.py" ]; then
   echo "fanout: cannot find the kit next to $0 (run ./setup.sh in the kit's folder)" >&2
   exit 2
 fi

@@ -3,8 +3,10 @@
     from fanout_kit import ParallelFanOut, DistributedMapFanOut, CompletionLedger, FanOutTask
 
 Props that are plain data (retries, alarm thresholds, map and ledger settings, what every
-resource shares) come from ``fanout_kit.settings`` and are re-exported here. The constructs are
-imported on first use, so ``fanout_kit.settings`` can be used without loading the CDK.
+resource shares) come from ``fanout_kit.settings`` and are re-exported here. Every name is
+imported on first use (PEP 562 ``__getattr__``): ``fanout_kit.settings`` can be used without loading
+the CDK, and in Lambda, where the kit's handlers import ``fanout_kit.common.*`` from their code
+asset, this module loads nothing but ``_version`` (the asset holds only what the handlers import).
 """
 
 from __future__ import annotations
@@ -13,17 +15,15 @@ from importlib import import_module
 from typing import Any
 
 from fanout_kit._version import __version__
-from fanout_kit.settings import (
-    AlarmThresholds,
-    LedgerSettings,
-    MapSettings,
-    ResourceSettings,
-    WorkflowRetries,
-)
-from fanout_kit.statemachines.checks import ConfigError
-from fanout_kit.statemachines.retry_policy import RetrySettings
 
-_CONSTRUCTS = {
+_LAZY = {
+    "AlarmThresholds": "fanout_kit.settings",
+    "LedgerSettings": "fanout_kit.settings",
+    "MapSettings": "fanout_kit.settings",
+    "ResourceSettings": "fanout_kit.settings",
+    "WorkflowRetries": "fanout_kit.settings",
+    "ConfigError": "fanout_kit.statemachines.checks",
+    "RetrySettings": "fanout_kit.statemachines.retry_policy",
     "ParallelFanOut": "fanout_kit.parallel",
     "FanOutTask": "fanout_kit.parallel",
     "DistributedMapFanOut": "fanout_kit.distributed_map",
@@ -49,6 +49,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CONSTRUCTS:
-        return getattr(import_module(_CONSTRUCTS[name]), name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fanout_kit' has no attribute {name!r}")

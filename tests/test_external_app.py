@@ -41,7 +41,7 @@ def external(tmp_path_factory):
         "HOME": str(work),
         "CDK_OUTDIR": str(work / "cdk.out"),
     }
-    where = run([sys.executable, "-S", "-c", "import fanout_kit.functions as f; print(f.__file__, f.KIT_ASSET)"],
+    where = run([sys.executable, "-S", "-c", "import fanout_kit.assets as f; print(f.__file__, f.HANDLERS_DIR)"],
                 cwd=EXAMPLE, env=env).stdout.split()
     run([sys.executable, "-S", "app.py"], cwd=EXAMPLE, env=env)
     return work, where, load_assembly(work / "cdk.out", workflow_stacks={"parallel": STACK}, region="eu-west-1")
@@ -53,8 +53,11 @@ def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
     assert kit_asset == str(work / "site" / "fanout_kit" / "lambdas")
     wheel_files = sorted(p.relative_to(work / "site").as_posix() for p in (work / "site").rglob("*.py")
                          if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
-    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/common/worker.py" in wheel_files and "statemachines/parallel_workflow.py" in wheel_files
+    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/common/worker.py" in wheel_files
+    assert "fanout_kit/statemachines/parallel_workflow.py" in wheel_files
+    assert {f.split("/")[0] for f in wheel_files} - {"bin"} == {"fanout_kit", "fanout_runtime"}  # nothing else on top
     assert "fanout_kit/lambdas/update_final_status.py" in wheel_files
+    assert not any(f.startswith(("fanout_kit/lambdas/tasks", "fanout_kit/lambdas/map_item_worker")) for f in wheel_files)
     assert "fanout_kit/cli/main.py" in wheel_files and "fanout_kit/local/engine.py" in wheel_files  # fanout run --app
     assert not any(f.startswith(("stacks/", "tests/")) for f in wheel_files)  # the repository's app is not the kit
     assert (work / "site" / "bin" / "fanout").is_file()  # the console script
@@ -123,7 +126,7 @@ def test_the_constructs_import_no_boto3_or_moto(external):
     the engine."""
     work, _, _ = external
     code = ("import sys, fanout_kit, fanout_kit.parallel, fanout_kit.distributed_map, fanout_kit.ledger; "
-            "print(sorted(m for m in ('boto3', 'botocore', 'moto', 'rich', 'fanout') if m in sys.modules))")
+            "print(sorted(m for m in ('boto3', 'botocore', 'moto', 'rich', 'fanout_kit.cli', 'fanout_kit.local') if m in sys.modules))")
     assert run([sys.executable, "-S", "-c", code], env=_wheel_env(work), cwd=work).stdout.strip() == "[]"
 
 

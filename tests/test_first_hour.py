@@ -22,7 +22,7 @@ import pytest
 from fanout_kit.common.limits import PARALLEL_INPUT_MAX_BYTES
 from tests.conftest import ROOT
 
-KIT_PARTS = ("app.py", "cdk.json", "fanout", "stacks", "statemachines", "lambdas", "examples")
+KIT_PARTS = ("app.py", "cdk.json", "fanout_kit", "stacks", "statemachines", "lambdas", "examples")
 PARALLEL = json.loads((ROOT / "examples" / "batch.json").read_text())
 
 
@@ -45,7 +45,8 @@ def copy_kit(dest: Path) -> Path:
     for name in KIT_PARTS:
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", ".fanout-cache"))
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", ".fanout-cache"),
+                            symlinks=True)  # fanout_kit/statemachines -> ../statemachines, in the copy
         else:
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest / name)
@@ -54,7 +55,7 @@ def copy_kit(dest: Path) -> Path:
 
 def kit_path(kit: Path) -> str:
     """The copy's import roots (as setup.sh's .pth: the kit and its lambdas/), ahead of the shared
-    venv's .pth, so the copy runs its own handlers and fanout_kit.common, not another checkout's."""
+    venv's .pth, so the copy runs its own handlers and fanout_kit, not another checkout's."""
     return os.pathsep.join((str(kit), str(kit / "lambdas")))
 
 

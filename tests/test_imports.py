@@ -2,9 +2,10 @@
 below it, and every module is loaded under exactly one name.
 
 Layers, bottom up: fanout_runtime (the contract of the users' functions, standard library only) <
-fanout_kit.common (the handlers' shared code) < statemachines (workflow builders,
-pure rules) < fanout_kit (constructs) < stacks (this app: cdk.json -> props) < fanout (CLI, local
-engine). The handlers (lambdas/*.py) use fanout_kit.common and fanout_runtime only.
+fanout_kit.common (the handlers' shared code) < fanout_kit.statemachines (workflow builders, pure
+rules) < fanout_kit (constructs) < stacks (this app: cdk.json -> props) < the tools
+(fanout_kit.cli, fanout_kit.local, fanout_kit.ops, fanout_kit.pytest_plugin: the command line and
+the local engine). The handlers (lambdas/*.py) use fanout_kit.common and fanout_runtime only.
 """
 
 from __future__ import annotations
@@ -17,26 +18,36 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAMBDAS = ROOT / "lambdas"
-PACKAGES = ("fanout_runtime", "fanout_kit.common", "statemachines", "fanout_kit", "stacks", "fanout")
-# package -> packages it must never import (at module level or inside a function)
+TOOLS = ("fanout_kit.cli", "fanout_kit.local", "fanout_kit.ops", "fanout_kit.pytest_plugin", "fanout_kit.__main__")
+# The layers, bottom up: a module's layer is the longest prefix of its name listed here
+LAYERS = ("fanout_runtime", "fanout_kit.common", "fanout_kit.statemachines", "fanout_kit", "stacks", *TOOLS)
+# layer -> layers it must never import (at module level or inside a function)
 FORBIDDEN = {
-    "fanout_runtime": {"fanout_kit.common", "statemachines", "fanout_kit", "stacks", "fanout", "handlers"},
-    "fanout_kit.common": {"statemachines", "fanout_kit", "stacks", "fanout"},
-    "statemachines": {"fanout_kit", "stacks", "fanout"},
-    "fanout_kit": {"stacks", "fanout"},
-    "stacks": {"fanout"},
-    "handlers": {"statemachines", "fanout_kit", "stacks", "fanout"},
+    "fanout_runtime": {"fanout_kit.common", "fanout_kit.statemachines", "fanout_kit", "stacks", "tools", "handlers"},
+    "fanout_kit.common": {"fanout_kit.statemachines", "fanout_kit", "stacks", "tools"},
+    "fanout_kit.statemachines": {"fanout_kit", "stacks", "tools"},
+    "fanout_kit": {"stacks", "tools"},
+    "stacks": {"tools"},
+    "handlers": {"fanout_kit.statemachines", "fanout_kit", "stacks", "tools"},
 }
 
 
 def source_modules() -> dict[str, Path]:
-    """Module name (as imported: root and lambdas/ are the import roots) -> file."""
+    """Module name (as imported: the root and lambdas/ are the import roots; statemachines/ is
+    fanout_kit.statemachines, through the symlink) -> file."""
     found: dict[str, Path] = {}
-    for package in ("statemachines", "fanout_kit", "stacks", "fanout"):
-        for path in (ROOT / package).rglob("*.py"):
-            found[".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = path
-    for path in [*(LAMBDAS / "fanout_kit.common").rglob("*.py"), *(LAMBDAS / "fanout_runtime").rglob("*.py")]:
-        found[".".join(path.relative_to(LAMBDAS).with_suffix("").parts).removesuffix(".__init__")] = path
+
+    def add(folder: Path, prefix: tuple[str, ...], relative_to: Path) -> None:
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(relative_to).with_suffix("").parts
+            if parts[: len(prefix) + 1] == ("fanout_kit", "statemachines"):
+                continue  # the symlink: added once, below
+            found[".".join((*prefix, *parts)).removesuffix(".__init__")] = path
+
+    add(ROOT / "fanout_kit", (), ROOT)
+    add(ROOT / "stacks", (), ROOT)
+    add(ROOT / "statemachines", ("fanout_kit",), ROOT)
+    add(LAMBDAS / "fanout_runtime", (), LAMBDAS)
     for path in LAMBDAS.glob("*.py"):
         found[path.stem] = path
     return found
@@ -114,8 +125,10 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer(module: str) -> str:
-    top = module.split(".")[0]
-    return top if top in PACKAGES else "handlers"
+    for name in sorted(LAYERS, key=len, reverse=True):
+        if module == name or module.startswith(name + "."):
+            return "tools" if name in TOOLS else name
+    return "handlers"
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -125,7 +138,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycle_among_the_kits_modules():
     edges = graph(top_level_only=True)
-    assert len(edges) > 60  # every module of the five packages and the handlers was read
+    assert len(edges) > 60  # every module of the layers and the handlers was read
     assert cycles(edges) == []
 
 
@@ -141,16 +154,18 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 def test_every_module_is_loaded_under_one_name(tmp_path):
     """The CDK app, the command line and every handler loaded in one interpreter: no file is
-    a module twice (as fanout_kit.common was, under lambdas.fanout_common too)."""
+    a module twice (e.g. statemachines/x.py by its former top-level name next to
+    fanout_kit.statemachines.x, through the symlink)."""
     handlers = ", ".join(repr(p.stem) for p in sorted(LAMBDAS.glob("*.py")))
     program = f"""
-import importlib, sys, collections
+import importlib, os, sys, collections
 import stacks.app_builder, fanout_kit.cli.main, fanout_kit.local.engine, fanout_kit
 for name in ({handlers},):
     importlib.import_module(name)
 by_file = collections.defaultdict(set)
 for name, module in list(sys.modules.items()):
     path = getattr(module, "__file__", None)
+    path = path and os.path.realpath(path)  # fanout_kit/statemachines is a symlink to statemachines/
     if path and "{ROOT}" in path and "site-packages" not in path:
         by_file[path].add(name)
 print(sorted((f, sorted(n)) for f, n in by_file.items() if len(n) > 1))

@@ -326,7 +326,7 @@ def test_what_fails_on_aws_fails_locally(orders):
     assert "dead-letter queue: 3 message(s)" in done.stdout
     assert "task=ReadsEnv error=KeyError" in done.stdout and "'ORDERS_TABLE'" in done.stdout
     assert "task=ImportsKit error=Runtime.ImportModuleError" in done.stdout
-    assert "Unable to import module 'strict_import': No module named 'fanout_kit.common'" in done.stdout
+    assert "Unable to import module 'strict_import': No module named 'fanout_kit'" in done.stdout
     assert "task=ReturnsSet error=Runtime.MarshalError" in done.stdout
 
 

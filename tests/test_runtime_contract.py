@@ -133,7 +133,7 @@ def test_the_runtime_layer_holds_the_package_as_lambda_loads_it(tmp_path):
                for p in RUNTIME_SOURCE.glob("*.py"))
     program = ("import sys; from fanout_runtime import RetryableTaskError, NonRetryableTaskError, parse_map_worker_event;"
                "print(RetryableTaskError.__name__, NonRetryableTaskError.__name__,"
-               " sorted(m for m in sys.modules if m.split('.')[0] in ('fanout_kit.common', 'fanout_kit', 'statemachines')))")
+               " sorted(m for m in sys.modules if m.split('.')[0] in ('fanout_kit', 'statemachines', 'fanout_common')))")  # namespace-move: keep
     opt = tmp_path / "opt"  # a copy, as Lambda extracts it (the import writes __pycache__ there)
     shutil.copytree(layer, opt)
     done = subprocess.run([sys.executable, "-S", "-c", program], capture_output=True, text=True, timeout=60,

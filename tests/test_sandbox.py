@@ -100,7 +100,7 @@ def test_a_kit_module_not_in_the_asset_is_an_import_error(sandboxes):
     payload, error = boxes.invoke("Kit", {}, Context())
     assert payload is None
     assert error["errorType"] == "Runtime.ImportModuleError"
-    assert error["errorMessage"] == "Unable to import module 'imports_kit': No module named 'fanout_kit.common'"
+    assert error["errorMessage"] == "Unable to import module 'imports_kit': No module named 'fanout_kit'"
 
 
 def test_a_result_that_is_not_json_is_a_marshal_error(sandboxes):

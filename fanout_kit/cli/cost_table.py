@@ -20,7 +20,7 @@ from fanout_kit.cli.cost import Assumptions, Estimate, estimate, estimate_sqs_pe
 ITEMS = 1_000_000
 # also pymdownx.snippets section markers: docs/cost.md includes the table from README.md
 START, END = "<!-- --8<-- [start:cost-table] -->", "<!-- --8<-- [end:cost-table] -->"
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 # column -> the Usage fields it sums
 COLUMNS: dict[str, tuple[str, ...]] = {

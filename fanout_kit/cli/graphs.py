@@ -13,7 +13,7 @@ from pathlib import Path
 from fanout_kit.local.template import SynthesizedApp, state_machine_definitions
 from fanout_kit.statemachines.graph_svg import to_svg
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 WORKFLOWS = {"parallel": "Parallel workflow", "map": "Distributed Map workflow"}
 
 

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from fanout_kit.cli.handler_logs import quiet_handler_logs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "batch.json"
 
 
