@@ -1,12 +1,11 @@
 """Python Lambda functions built the kit's way: own log group and role, X-Ray, the Powertools layer.
 
 The kit's own functions (input check, final status, batch preparation, ledger consumers...) run
-from the kit's code asset (``KIT_ASSET``: lambdas/ here, ``fanout_kit/lambdas`` in the installed
-wheel); an app may build its functions the same way from its own asset (``code=``)."""
+from code assets that hold their handler and what it imports (``fanout_kit.assets``: the handlers
+are lambdas/ here, ``fanout_kit/lambdas`` in the installed wheel); an app may build its functions
+the same way from its own asset (``code=``)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -14,12 +13,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from fanout_kit.assets import kit_asset_dir
 from fanout_kit.nag import acknowledge_function
 from fanout_kit.settings import LOG_RETENTION, ResourceSettings
-
-_HERE = Path(__file__).resolve().parent
-# The installed wheel ships the handlers next to this module; in this repository they are lambdas/.
-KIT_ASSET = _HERE / "lambdas" if (_HERE / "lambdas").is_dir() else _HERE.parent / "lambdas"
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 POWERTOOLS_LAYER = "AWSLambdaPowertoolsPythonV3-python313-x86_64"
@@ -56,7 +52,8 @@ class KitFunction(Construct):
         reserved_concurrency: int | None = None,
         code: lambda_.Code | None = None,
     ) -> None:
-        """``code``: the function's code asset (default: the kit's, ``KIT_ASSET``)."""
+        """``code``: the function's code asset (default: the kit's asset of ``handler``'s module,
+        ``fanout_kit.assets.kit_asset_dir``)."""
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
             self, "Logs", retention=retention(settings), removal_policy=removal_policy(settings)
@@ -82,7 +79,7 @@ class KitFunction(Construct):
             runtime=RUNTIME,
             architecture=lambda_.Architecture.X86_64,
             handler=handler,
-            code=code or lambda_.Code.from_asset(str(KIT_ASSET), exclude=ASSET_EXCLUDES),
+            code=code or lambda_.Code.from_asset(str(kit_asset_dir(handler.rpartition(".")[0]))),
             memory_size=memory_mb,
             timeout=Duration.seconds(timeout_seconds or settings.function_timeout_seconds),
             tracing=lambda_.Tracing.ACTIVE,

@@ -11,25 +11,24 @@ pass them (``runtime_layer=True``, the default); for a function they cannot chan
 
 The layer's asset is ``python/fanout_runtime/*.py`` (Lambda puts a Python layer's ``python/`` on
 ``sys.path``: https://docs.aws.amazon.com/lambda/latest/dg/packaging-layers.html#packaging-layers-paths),
-copied from the one source, ``fanout_runtime`` in the kit's Lambda code asset.
+copied from the one source, the ``fanout_runtime`` package (lambdas/fanout_runtime here, a top-level
+package of the installed wheel).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from aws_cdk import Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from fanout_kit.functions import ASSET_EXCLUDES, KIT_ASSET, RUNTIME
+import fanout_runtime
+from fanout_kit.assets import staged_dir
+from fanout_kit.functions import RUNTIME
 
 RUNTIME_PACKAGE = "fanout_runtime"
-RUNTIME_SOURCE = KIT_ASSET / RUNTIME_PACKAGE
+RUNTIME_SOURCE = Path(fanout_runtime.__file__).parent
 LAYER_ID = "FanOutRuntimeLayer"
 # Standard library only, so any Python runtime the kit supports can load it.
 COMPATIBLE_RUNTIMES = (lambda_.Runtime.PYTHON_3_11, lambda_.Runtime.PYTHON_3_12, RUNTIME)
@@ -42,21 +41,9 @@ def runtime_sources() -> dict[str, bytes]:
 
 def layer_asset_dir() -> Path:
     """A directory laid out as the layer (``python/fanout_runtime/...``), built once per content
-    (its name is the content's hash, so the asset hash is stable and parallel synths share it)."""
-    sources = runtime_sources()
-    digest = hashlib.sha256(b"".join(name.encode() + b"\0" + body for name, body in sources.items())).hexdigest()[:16]
-    target = Path(tempfile.gettempdir()) / f"fanout-runtime-layer-{digest}"
-    if not target.is_dir():
-        staging = Path(tempfile.mkdtemp(prefix="fanout-runtime-layer-"))
-        package = staging / "python" / RUNTIME_PACKAGE
-        package.mkdir(parents=True)
-        for name, body in sources.items():
-            (package / name).write_bytes(body)
-        try:
-            os.rename(staging, target)
-        except OSError:  # another process built it first: same content
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+    (``fanout_kit.assets.staged_dir``)."""
+    return staged_dir("fanout-runtime-layer",
+                      {f"python/{RUNTIME_PACKAGE}/{name}": body for name, body in runtime_sources().items()})
 
 
 def runtime_layer(scope: Construct) -> lambda_.LayerVersion:
@@ -68,7 +55,7 @@ def runtime_layer(scope: Construct) -> lambda_.LayerVersion:
     return lambda_.LayerVersion(
         stack,
         LAYER_ID,
-        code=lambda_.Code.from_asset(str(layer_asset_dir()), exclude=ASSET_EXCLUDES),
+        code=lambda_.Code.from_asset(str(layer_asset_dir())),
         compatible_runtimes=list(COMPATIBLE_RUNTIMES),
         description="fanout_runtime: the fan-out kit's error classes and event definitions for your functions",
     )
