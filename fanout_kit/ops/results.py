@@ -8,8 +8,18 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fanout_kit.ops.aws import Aws, OpsError, deployment_of, environment, find_deployment
-from fanout_kit.cli.results import WORKFLOWS, BatchResults, ResultsError, open_batch, open_local_batch, target_of, write_outcomes
+from fanout_kit.cli.errors import CliError
+from fanout_kit.ops.aws import Aws, OpsError, clear_errors, deployment_of, environment, find_deployment
+from fanout_kit.cli.results import (
+    WORKFLOWS,
+    BatchResults,
+    ResultsError,
+    batch_folder,
+    open_batch,
+    open_local_batch,
+    target_of,
+    write_outcomes,
+)
 
 
 def _check_flags(args: Any) -> None:
@@ -45,6 +55,17 @@ def find_batch(args: Any) -> tuple[BatchResults, str]:
     _check_flags(args)
     if args.local:
         return open_local_batch(args.batch_id, args.workflow), f"fanout results {args.batch_id} --local"
+    try:
+        with clear_errors(args.region, args.endpoint_url):  # (an unreachable AWS is a CliError here too)
+            return _find_deployed(args)
+    except CliError as exc:
+        if not (batch_folder(args.batch_id) / "record.json").is_file():
+            raise
+        raise type(exc)(f"{exc} (a batch {args.batch_id} was run locally here: fanout results "
+                        f"{args.batch_id} --local)", exc.code) from None
+
+
+def _find_deployed(args: Any) -> tuple[BatchResults, str]:
     if args.app:
         from fanout_kit.local.app_source import load_app
 

@@ -73,3 +73,17 @@ def test_a_stack_of_an_app_is_found_with_app_and_stack(cli, deployment, batch_fi
     assert sorted(o["task"] for o in json.loads(listed.out)) == ["ChargePayment", "NotifyCustomer", "ReserveInventory"]
     missing = cli("results", "rs-app", "--app", str(dev_app.outdir), "--stack", "NoSuchStack")
     assert missing.code == 2 and "--stack NoSuchStack: no such stack in --app" in missing.err
+
+
+def test_a_batch_run_locally_but_asked_of_the_deployment_names_local(cli, deployment, tmp_path, monkeypatch):
+    from fanout_kit.cli.results import batch_folder
+
+    monkeypatch.setenv("FANOUT_STATE_DIR", str(tmp_path))
+    saved = batch_folder("ran-here")
+    saved.mkdir(parents=True)
+    (saved / "record.json").write_text(json.dumps({"batchId": "ran-here", "record": {"status": "SUCCEEDED"},
+                                                  "target": {"workflow": "parallel", "status_table": "t"}}))
+    asked = cli("results", "ran-here", "--workflow", "parallel")
+    assert asked.code == 2 and asked.err.startswith("fanout: batch ran-here: no status record in dev")
+    assert asked.err.rstrip().endswith("(a batch ran-here was run locally here: fanout results ran-here --local)")
+    assert len(asked.err.strip().splitlines()) == 1
