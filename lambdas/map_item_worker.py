@@ -3,17 +3,23 @@ work; keep it idempotent (Express children are at-least-once, and a retried batc
 items again). It keeps no count of its own: Step Functions counts the map run's items, and a batch
 that exhausts its retries is dead-lettered and fails its child execution.
 
+Written as a function of your own would be: ``fanout_runtime`` (the runtime layer: the event, the
+error names, the fault switch) and Powertools, nothing else of the kit.
+
 Event: ``{"batchId", "items": [{"index": 0, "item": {...}}, ...], "attempt", "executionArn"}``.
 A RetryableTaskError fails the whole batch, which Step Functions retries.
 """
 
 from typing import Any
 
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanout_runtime import faults
 from fanout_runtime.errors import NonRetryableTaskError
-from fanout_kit.common.observability import logger, tracer
-from fanout_kit.common.worker import SIMULATE_KEY, TaskEvent, raise_simulated_failure
+
+logger = Logger()
+tracer = Tracer()
 
 
 def process_item(item: dict[str, Any]) -> dict[str, int]:
@@ -37,10 +43,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
         results = []
         for entry in event["items"]:
             index, item = entry["index"], entry["item"]
-            if isinstance(item, dict) and item.get(SIMULATE_KEY):
-                raise_simulated_failure(
-                    TaskEvent(batch_id, f"item-{index}", item, attempt, event.get("executionArn", ""))
-                )
+            faults.raise_simulated_failure(item, f"item-{index}", attempt)
             results.append(process_item(item))
         logger.info("items processed", extra={"count": len(results)})
         return {"processed": len(results)}

@@ -1,21 +1,20 @@
 """The app's own Lambda functions (the example tasks and the Map worker of cdk.json), built the
 kit's way (KitFunction) from the app's code in lambdas/: each function's asset holds its handler's
-module and what it imports of the app's and the kit's code (``fanout_kit.assets.code_asset_dir``),
-not the kit's own handlers."""
+module and the app's modules it imports (``fanout_kit.assets.code_asset_dir``: tasks/ for a task,
+map_item_worker.py for the worker), nothing of the kit. Like any user's function they import only
+``fanout_runtime`` (the runtime layer the constructs attach) and Powertools (KitFunction's layer)."""
 
 from __future__ import annotations
 
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from fanout_kit.assets import KIT_ROOTS, code_asset_dir
+from fanout_kit.assets import code_asset_dir
 from fanout_kit.functions import KitFunction
 from stacks.config import ROOT, EnvironmentConfig, TaskSpec
 
 APP_CODE = ROOT / "lambdas"
-# What the app's functions import from the kit besides fanout_runtime (which the constructs give
-# them as the runtime layer): the example workers' task_handler and fault switch.
-APP_ROOTS = {"fanout_kit": KIT_ROOTS["fanout_kit"]}
+APP_ROOTS: dict = {}  # nothing of the kit's packages is copied into the app's assets
 
 
 def app_function(

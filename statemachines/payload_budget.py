@@ -494,7 +494,8 @@ def payload_budget(asl: Mapping[str, Any], budget: Budget) -> Budget:
 def kit_function_outputs(*, input_cap: int, named: Mapping[str, Value] | None = None) -> FunctionOutputs:
     """The Payload bound of the kit's Lambda states by name: the input checks return the normalized
     input; the bookkeeping functions small objects; any other (a child task, the Map worker) at
-    most TASK_OUTPUT_MAX_BYTES (``fanout_kit.common.worker`` refuses more)."""
+    most TASK_OUTPUT_MAX_BYTES (``fanout_runtime.events``: the tasks' contract; this repository's
+    example tasks refuse more)."""
     known: dict[str, Value] = {
         # ValidateInput: {"batchId", "tasks", "redriveOf"}, the tasks as given (within the cap)
         "ValidateInput": Obj({"batchId": Leaf(82), "tasks": Leaf(input_cap), "redriveOf": Leaf(ARN_BYTES)}),

@@ -53,7 +53,7 @@ def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
     assert kit_asset == str(work / "site" / "fanout_kit" / "lambdas")
     wheel_files = sorted(p.relative_to(work / "site").as_posix() for p in (work / "site").rglob("*.py")
                          if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
-    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/common/worker.py" in wheel_files
+    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/common/ledger_runtime.py" in wheel_files
     assert "fanout_kit/statemachines/parallel_workflow.py" in wheel_files
     assert {f.split("/")[0] for f in wheel_files} - {"bin"} == {"fanout_kit", "fanout_runtime"}  # nothing else on top
     assert "fanout_kit/lambdas/update_final_status.py" in wheel_files

@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ONLY = ("boto3", "botocore", "aws_lambda_powertools")
 # The modules of fanout_kit.common that may load them (see its docstring); every other one is pure.
-RUNTIME_MODULES = {"observability", "worker", "ledger_runtime"}
+RUNTIME_MODULES = {"observability", "ledger_runtime"}
 PURE_MODULES = sorted(
     f"fanout_kit.common.{p.stem}" for p in (ROOT / "fanout_kit" / "common").glob("*.py")
     if p.stem != "__init__" and p.stem not in RUNTIME_MODULES

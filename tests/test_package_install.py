@@ -103,7 +103,7 @@ def check_install(python: Path, work: Path) -> None:
     assert tops == {"fanout_kit", "fanout_runtime", f"fanout_kit-{__version__}.dist-info", ".."}, tops
     assert [f for f in files if f.startswith("..")] == ["../../../bin/fanout"]  # the console script
     assert {f"fanout_kit/lambdas/{h}.py" for h in KIT_HANDLERS} == {f for f in files if f.startswith("fanout_kit/lambdas/")}
-    assert "fanout_kit/statemachines/parallel_workflow.py" in files and "fanout_kit/common/worker.py" in files
+    assert "fanout_kit/statemachines/parallel_workflow.py" in files and "fanout_kit/common/ledger_runtime.py" in files
 
     version = run([python.parent / "fanout", "--version"], env=env, cwd=work).stdout.strip()
     assert version == f"fanout {__version__}"

@@ -172,7 +172,6 @@ def test_the_ledger_never_reruns_work_for_a_namespace_read_before_the_stack_set_
     from fanout_kit.common import observability
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
-    monkeypatch.setattr(observability.metrics, "namespace", None)
     monkeypatch.setattr(observability.ledger_metrics, "namespace", None)
     errors = []
     facts = run_ledger_demo(dev_app, children=8, fail=[], concurrency=2, duplicate=False, console=Console(file=io.StringIO()),

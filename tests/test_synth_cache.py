@@ -54,7 +54,7 @@ def test_second_run_reuses_the_synth_with_the_same_templates(kit, dev_app):
 
 
 @pytest.mark.parametrize("changed", ["cdk.json", "app.py", "stacks/config.py", "statemachines/states.py",
-                                     "fanout_kit/common/worker.py"])
+                                     "fanout_kit/common/ledger_runtime.py", "lambdas/tasks/handler.py"])
 def test_a_changed_input_synthesizes_again_and_replaces_the_old_folder(kit, changed):
     root, calls = kit
     first = template.synthesize("dev")

@@ -63,8 +63,9 @@ def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
     """The shared task wrapper publishes TaskSucceeded / TaskFailed / TaskRetried (EMF on stdout)."""
     import json as _json
 
-    from fanout_kit.common import worker
-    from fanout_kit.common.observability import metrics
+    from fanout_runtime.errors import RetryableTaskError
+    from tasks import handler as worker  # the example tasks' wrapper (this app's own code)
+    from tasks.handler import metrics
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "Demo")
@@ -85,7 +86,7 @@ def test_task_handler_emits_metrics_per_outcome(monkeypatch, capsys):
     event = {"batchId": "b", "task": "Demo", "input": {}, "attempt": 1}
     assert handler(event, Ctx()) == {"ok": True}
     assert emitted() == {"TaskSucceeded", "TaskRetried"}
-    with pytest.raises(worker.RetryableTaskError):
+    with pytest.raises(RetryableTaskError):
         handler({**event, "attempt": 0, "input": {"simulateFailure": {"mode": "permanent"}}}, Ctx())
     assert emitted() == {"TaskFailed"}
 
@@ -97,8 +98,8 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
     import json as _json
     import logging
 
-    from fanout_kit.common import worker
-    from fanout_kit.common.observability import logger
+    from tasks import handler as worker
+    from tasks.handler import logger
 
     logger.remove_keys(["task_id", "attempt"])  # as in a fresh process (other tests log too)
     stream = io.StringIO()
@@ -146,8 +147,9 @@ def test_an_input_over_the_parallel_cap_is_refused_in_one_line_naming_the_cap():
 def test_a_task_output_over_its_cap_fails_the_task_as_not_retryable():
     """Past 256 KiB the Invoke connector's output fails the whole execution (not catchable): the
     wrapper refuses a large output first, so the task is dead-lettered instead."""
-    from fanout_kit.common import worker
-    from fanout_kit.common.limits import TASK_OUTPUT_MAX_BYTES
+    from fanout_runtime.errors import NonRetryableTaskError
+    from fanout_runtime.events import TASK_OUTPUT_MAX_BYTES
+    from tasks import handler as worker
 
     @worker.task_handler
     def handler(task):
@@ -156,5 +158,5 @@ def test_a_task_output_over_its_cap_fails_the_task_as_not_retryable():
     class Ctx:
         function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "f", 128, "arn", "r"
 
-    with pytest.raises(worker.NonRetryableTaskError, match=f"Demo output: .* over the {TASK_OUTPUT_MAX_BYTES:,}-byte cap"):
+    with pytest.raises(NonRetryableTaskError, match=f"Demo output: .* over the {TASK_OUTPUT_MAX_BYTES:,}-byte cap"):
         handler({"batchId": "b", "task": "Demo", "input": {}, "attempt": 0}, Ctx())

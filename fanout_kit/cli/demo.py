@@ -28,7 +28,7 @@ from fanout_kit.local.history import ProgressTracker, state_transitions, task_at
 from fanout_kit.ops.dlq import describe
 from fanout_kit.ops.watch import batch_id_of, counts_line
 from fanout_kit.cli.results import parallel_outcomes, save_local_batch, summary_line
-from fanout_kit.common.simulation import AMBIGUOUS_MODES
+from fanout_runtime.faults import AMBIGUOUS_MODES
 from fanout_kit.cli.views import PlainTaskLog, error_line, make_console, task_table
 
 

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fanout_kit.common.simulation import SIMULATE_KEY
+from fanout_runtime.faults import SIMULATE_KEY
 
 LAMBDA_FAULT_CODES = (
     "ServiceException",

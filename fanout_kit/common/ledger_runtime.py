@@ -29,12 +29,13 @@ from typing import Any
 
 import boto3
 
+from fanout_runtime import faults
+
 from .final_status import ledger_results_at, record_counted_failure
 from .ledger import InvalidChildMessage, Ledger, LedgerError, LedgerResult
 from .ledger_work import DEFAULT_LEASE_SECONDS, LEASE_MARGIN_SECONDS, WORK_SUCCEEDED, Claim, WorkRecords
 from .metric_names import BATCH_COMPLETED_METRIC, BATCH_FAILED_METRIC
 from .observability import MetricUnit, ledger_metrics, logger
-from .worker import TaskEvent, raise_simulated_failure
 
 
 class ChildWorkFailed(LedgerError):
@@ -195,15 +196,13 @@ def record_dead_letter(message: ChildMessage, source: str, reason: str) -> dict[
 def do_child_work(message: ChildMessage, attempt: int) -> dict[str, Any]:
     """The child's work: the processing function (CHILD_FUNCTION_NAME), invoked synchronously
     with ``{"batchId", "childId", "payload", "attempt"}``; without one, the example work, where
-    ``payload.simulateFailure`` fails it on purpose, exactly like the workflow tasks
-    (fanout_kit.common.worker): {"mode": "transient", "times": N} fails the first N attempts,
+    ``payload.simulateFailure`` fails it on purpose, exactly like the example tasks
+    (``fanout_runtime.faults``): {"mode": "transient", "times": N} fails the first N attempts,
     "permanent" and "fatal" every attempt (so the message ends in the DLQ)."""
     function_name = os.environ.get("CHILD_FUNCTION_NAME")
     if function_name:
         return invoke_processing_function(lambda_client(), function_name, message, attempt)
-    raise_simulated_failure(
-        TaskEvent(message.batch_id, message.child_id, message.payload, attempt, execution_arn="")
-    )
+    faults.raise_simulated_failure(message.payload, message.child_id, attempt)
     return {"childId": message.child_id, "processed": True}
 
 

@@ -36,11 +36,9 @@ PARALLEL_INPUT_MAX_BYTES = 150_000
 # The execution input of the Map workflow (inline items or a manifest reference): PrepareBatch
 # receives it wrapped with the execution name, and nothing after PrepareBatch carries it.
 MAP_INPUT_MAX_BYTES = 256_000
-# What a child task's function may return (JSON bytes): the Invoke connector's output carries it
-# whole (States.DataLimitExceeded past 256 KiB, not catchable); a larger output fails the task
-# as not retryable, so it is dead-lettered (fanout_kit.common.worker.task_handler). Return a
-# reference (an S3 key) to large results.
-TASK_OUTPUT_MAX_BYTES = 64 * 1024
+# What a child task's function may return (JSON bytes): part of your functions' contract, so it is
+# defined in fanout_runtime.events (the runtime layer) and used here by that one name.
+from fanout_runtime.events import TASK_OUTPUT_MAX_BYTES  # noqa: E402, F401
 
 
 def payload_size(value: object) -> int:

@@ -3,7 +3,7 @@ else; handlers and shared modules import them (``from fanout_kit.common.observab
 
 Configured by the environment each function gets from its construct (KitFunction):
 POWERTOOLS_SERVICE_NAME (the function's name: the ``service`` key of every log line, the service
-of the traces, the ``service`` dimension of the task metrics), POWERTOOLS_METRICS_NAMESPACE
+of the traces, the ``service`` dimension of metrics), POWERTOOLS_METRICS_NAMESPACE
 ("FanOutKit") and POWERTOOLS_LOG_LEVEL; locally (tests, the ``fanout`` CLI) also
 POWERTOOLS_TRACE_DISABLED, POWERTOOLS_METRICS_DISABLED and POWERTOOLS_DEV.
 
@@ -11,7 +11,6 @@ POWERTOOLS_TRACE_DISABLED, POWERTOOLS_METRICS_DISABLED and POWERTOOLS_DEV.
   its formatter, so every handler in a process writes the same JSON lines with the same keys
   (``batch_id``, ``task_id``, ``attempt``, ``child_id``, ...) as when each made its own.
 * ``tracer``: one Powertools Tracer (it patches boto3 for X-Ray unless POWERTOOLS_TRACE_DISABLED).
-* ``metrics``: the task functions' metrics (fanout_kit.common.worker), service = the function.
 * ``ledger_metrics``: the completion ledger functions' metrics, service = "CompletionLedger" for
   all of them, so one alarm covers them all (metric names in fanout_kit.common.metric_names).
   Powertools Metrics objects share one metric set and default dimensions; each flushes with its
@@ -29,10 +28,9 @@ from .metric_names import METRICS_SERVICE
 
 logger = Logger()
 tracer = Tracer()
-metrics = Metrics()
 ledger_metrics = Metrics(service=METRICS_SERVICE)
 # Most ledger invocations record children without deciding a batch, so they emit no metric;
 # Powertools would warn about that on every one of them.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
-__all__ = ["MetricUnit", "ledger_metrics", "logger", "metrics", "tracer"]
+__all__ = ["MetricUnit", "ledger_metrics", "logger", "tracer"]

@@ -55,7 +55,7 @@ class FunctionStopped(BaseException):
 
 
 class FunctionTimedOut(FunctionStopped):
-    """Raised by the local stand-in of ``fanout_kit.common.worker.hang``: the function runs until its
+    """Raised by the local stand-in of ``fanout_runtime.faults.hang``: the function runs until its
     timeout ("Task timed out after N seconds", error type Sandbox.Timedout in Lambda's
     troubleshooting guide)."""
 
@@ -66,7 +66,7 @@ class FunctionTimedOut(FunctionStopped):
 
 
 class FunctionOutOfMemory(FunctionStopped):
-    """The stand-in of ``fanout_kit.common.worker.exhaust_memory``: the function outgrew its memory size."""
+    """The stand-in of ``fanout_runtime.faults.exhaust_memory``: the function outgrew its memory size."""
 
     error_type = "Runtime.OutOfMemory"
 
@@ -75,7 +75,7 @@ class FunctionOutOfMemory(FunctionStopped):
 
 
 class RuntimeCrashed(FunctionStopped):
-    """The stand-in of ``fanout_kit.common.worker.crash``: the runtime process exited."""
+    """The stand-in of ``fanout_runtime.faults.crash``: the runtime process exited."""
 
 
 # How Step Functions names an unhandled Lambda error in the task's error output. AWS's Step
@@ -185,29 +185,45 @@ class RuntimeReported(Exception):
 METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 
 
-def metrics_namespaces() -> tuple[str | None, ...] | None:
-    """The kit's Metrics objects' namespaces (to put back after a run), or None if not loaded."""
-    observability = sys.modules.get("fanout_kit.common.observability")
-    if observability is None:
-        return None
-    return observability.metrics.namespace, observability.ledger_metrics.namespace
+_METRICS_SEEN: dict[str, Any] = {"modules": -1, "objects": []}
 
 
-def restore_metrics_namespaces(saved: tuple[str | None, ...] | None) -> None:
-    observability = sys.modules.get("fanout_kit.common.observability")
-    if observability is not None and saved is not None:
-        observability.metrics.namespace, observability.ledger_metrics.namespace = saved
+def _handler_metrics() -> list[Any]:
+    """The Powertools Metrics objects created at import by the modules run in this process from
+    the handlers' folder (the kit's ``fanout_kit.common.observability``, this app's example tasks'
+    ``tasks.handler``), found again only when more modules were loaded."""
+    if _METRICS_SEEN["modules"] == len(sys.modules):
+        return _METRICS_SEEN["objects"]
+    metrics_type = getattr(sys.modules.get("aws_lambda_powertools.metrics.metrics"), "Metrics", None)
+    found: list[Any] = []
+    if metrics_type is not None:
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) or ""
+            if name != "fanout_kit.common.observability" and not path.startswith(str(LAMBDAS_DIR)):
+                continue
+            for value in list(vars(module).values()):
+                if isinstance(value, metrics_type) and not any(value is seen for seen in found):
+                    found.append(value)
+    _METRICS_SEEN.update(modules=len(sys.modules), objects=found)
+    return found
+
+
+def metrics_namespaces() -> list[tuple[Any, str | None]]:
+    """The handlers' Metrics objects with their namespaces (to put back after a run)."""
+    return [(metrics, metrics.namespace) for metrics in _handler_metrics()]
+
+
+def restore_metrics_namespaces(saved: list[tuple[Any, str | None]] | None) -> None:
+    for metrics, namespace in saved or []:
+        metrics.namespace = namespace
 
 
 def use_metrics_namespace(namespace: str | None) -> None:
-    """The kit's Powertools Metrics objects take this invocation's function's namespace, as a
+    """The handlers' Powertools Metrics objects take this invocation's function's namespace, as a
     fresh Lambda environment would read it from the function's own variables at import (in this
     process they were created once, possibly before the stack's variables were set). A function
     without one fails its metrics flush (SchemaValidationError), as on AWS."""
-    observability = sys.modules.get("fanout_kit.common.observability")
-    if observability is None:
-        return
-    for metrics in (observability.metrics, observability.ledger_metrics):
+    for metrics in _handler_metrics():
         if metrics.namespace != namespace:
             metrics.namespace = namespace
 
@@ -455,5 +471,5 @@ class routed_lambdas:
 
 
 def _worker_module():
-    """The handlers' worker module, under the name the handlers import it by."""
-    return importlib.import_module("fanout_kit.common.worker")
+    """The fault switch's module (``fanout_runtime.faults``), under the name the handlers import it by."""
+    return importlib.import_module("fanout_runtime.faults")

@@ -42,6 +42,12 @@ from typing import Any, TypedDict
 
 from fanout_runtime.errors import NonRetryableTaskError
 
+# What a ParallelFanOut task's function may return (bytes of compact JSON): the Invoke connector's
+# output carries it whole (States.DataLimitExceeded past 256 KiB, which no Catch catches), and the
+# kit's payload budget counts every task output at this bound. Return a reference (an S3 key) to
+# larger results; this repository's example tasks fail as not retryable past it.
+TASK_OUTPUT_MAX_BYTES = 64 * 1024
+
 
 class TaskEvent(TypedDict):
     """The event of a ParallelFanOut task."""

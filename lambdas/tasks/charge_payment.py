@@ -3,7 +3,7 @@
 import hashlib
 
 from fanout_runtime.errors import NonRetryableTaskError
-from fanout_kit.common.worker import TaskEvent, task_handler
+from tasks.handler import TaskEvent, task_handler
 
 
 @task_handler

@@ -1,7 +1,7 @@
 """Example task: reserve stock for every order line."""
 
 from fanout_runtime.errors import NonRetryableTaskError
-from fanout_kit.common.worker import TaskEvent, task_handler
+from tasks.handler import TaskEvent, task_handler
 
 
 @task_handler

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from fanout_kit.local.engine import LocalEngine
-from fanout_kit.common.simulation import SIMULATE_KEY
+from fanout_runtime.faults import SIMULATE_KEY
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "batch.json").read_text())
 

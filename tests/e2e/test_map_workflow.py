@@ -11,7 +11,7 @@ import pytest
 from fanout_kit.local.engine import LocalEngine
 from fanout_kit.local.history import states_entered, task_attempts
 from tests.e2e.conftest import assert_no_denied_calls
-from fanout_kit.common.simulation import SIMULATE_KEY
+from fanout_runtime.faults import SIMULATE_KEY
 
 
 @contextmanager

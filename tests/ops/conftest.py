@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,11 +82,8 @@ def fix_downstream(monkeypatch):
     DLQ messages, and so the redrive, still carry the original input with its switch)."""
 
     def fix() -> None:
-        import fanout_kit.common.worker as worker  # the module the task handlers imported
+        import fanout_runtime.faults as faults  # the module the example functions call it from
 
-        assert "fanout_kit.common.worker" in sys.modules
-        monkeypatch.setattr(worker, "raise_simulated_failure", lambda task: None)
-        if "map_item_worker" in sys.modules:  # it imported the function by name
-            monkeypatch.setattr(sys.modules["map_item_worker"], "raise_simulated_failure", lambda task: None)
+        monkeypatch.setattr(faults, "raise_simulated_failure", lambda payload, name, attempt: None)
 
     return fix

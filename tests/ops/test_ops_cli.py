@@ -163,13 +163,13 @@ def test_redrive_again_while_the_first_redrive_still_runs_is_the_same_execution(
     """Same name + same input as a RUNNING execution: the redrive finds that execution again."""
     import threading
 
-    import fanout_kit.common.worker as worker
+    import fanout_runtime.faults as faults
 
     engine = deployment.engine
     failed_arn = started_arn(cli("start", batch_file("dup-1", ReserveInventory={"mode": "fatal"})))
     assert watch(cli, failed_arn).code == 1
     gate = threading.Event()
-    monkeypatch.setattr(worker, "raise_simulated_failure", lambda task: gate.wait(20))  # fixed, but slow
+    monkeypatch.setattr(faults, "raise_simulated_failure", lambda payload, name, attempt: gate.wait(20))  # fixed, but slow
     with monkeypatch.context() as crashing:
         crashing.setattr(dlq_module, "delete", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
         with pytest.raises(RuntimeError):

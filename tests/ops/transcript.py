@@ -87,9 +87,9 @@ def main() -> int:
 
         print("# ... the cause is fixed (here: the handlers' fault switch is turned off; the redrive")
         print("# re-sends the task's original input, switch included) ...\n")
-        import fanout_kit.common.worker as worker
+        import fanout_runtime.faults as faults
 
-        worker.raise_simulated_failure = lambda task: None
+        faults.raise_simulated_failure = lambda payload, name, attempt: None
         redrive = ["dlq", "redrive", "--env", "dev", "--batch", batch["batchId"]]
         code, text = run(redrive, redrive)
         redrive_arn = re.search(
