@@ -150,6 +150,13 @@ def test_fanout_run_app_from_the_wheel(external, tmp_path):
     assert "execution FAILED" in failed.stdout and "dead-letter queue: 1 message(s)" in failed.stdout
     assert "task=SendWelcome error=NonRetryableTaskError" in failed.stdout
     assert "injected non-retryable failure of SendWelcome (attempt 1)" in failed.stdout
+    # the run saved the batch (in the current directory): the installed command lists its failure
+    listed = subprocess.run([sys.executable, "-S", "-m", "fanout_kit", "results", "w-1", "--local", "--failed",
+                             "--format", "json"], capture_output=True, text=True, timeout=120,
+                            env=_wheel_env(work), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert [(o["task"], o["status"], o["error"]) for o in json.loads(listed.stdout)] == [
+        ("SendWelcome", "FAILED", "NonRetryableTaskError")]
     no_app = subprocess.run([sys.executable, "-S", "-m", "fanout_kit", "run", str(batch)], capture_output=True,
                             text=True, timeout=120, env=_wheel_env(work), cwd=tmp_path)
     assert no_app.returncode == 2 and "pass --app PATH" in no_app.stderr
