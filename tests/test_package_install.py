@@ -131,10 +131,11 @@ def test_the_wheel_holds_the_two_import_packages_and_its_metadata(artifacts):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"fanout_kit", "fanout_runtime", f"fanout_kit-{__version__}.dist-info"}
     assert not any(n.startswith(("fanout_kit/lambdas/tasks", "fanout_kit/lambdas/map_item_worker")) for n in names)
+    assert "fanout_kit/py.typed" in names  # PEP 561: the constructs' type hints are for type checkers too
     metadata = zipfile.ZipFile(wheel).read(f"fanout_kit-{__version__}.dist-info/METADATA").decode()
     for line in ("Requires-Python: >=3.11", "License-Expression: Apache-2.0", "Requires-Dist: aws-cdk-lib<3,>=2.275.0",
                  "Classifier: Framework :: AWS CDK :: 2", "Classifier: Programming Language :: Python :: 3.13",
-                 "Provides-Extra: local"):
+                 "Classifier: Typing :: Typed", "Provides-Extra: local"):
         assert line in metadata.splitlines(), line
     entry_points = zipfile.ZipFile(wheel).read(f"fanout_kit-{__version__}.dist-info/entry_points.txt").decode()
     assert "fanout = fanout_kit.cli.main:console_main" in entry_points
