@@ -5,6 +5,7 @@ threshold). The batch data bucket holds the manifests and the map runs' results.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,10 +32,11 @@ from fanout_kit.settings import (
     check_type,
 )
 from fanout_kit.workflow import FanOutWorkflow
-from fanout_kit.common.limits import MAP_INPUT_MAX_BYTES
-from fanout_kit.statemachines.checks import ConfigError
-from fanout_kit.statemachines.express_budget import check_express_children
-from fanout_kit.statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow
+from fanout_common.limits import MAP_INPUT_MAX_BYTES
+from statemachines.checks import ConfigError
+from statemachines.express_budget import check_express_children
+from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow, item_retry_timeout_seconds
+from statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS, task_timeout_for
 
 # PrepareBatch checks every item of a manifest up to the documented maximum (MAX_MANIFEST_ITEMS,
 # MAX_MANIFEST_BYTES); its memory buys CPU (AWS: one vCPU at 1,769 MB, proportionally less below).
@@ -89,7 +91,7 @@ def _check_versioned(bucket: s3.IBucket | None) -> None:
 class DistributedMapFanOut(FanOutWorkflow):
     """The Distributed Map fan-out workflow. Read-only attributes: ``state_machine``,
     ``dead_letter_queue``, ``status_table``, ``data_bucket``, ``update_final_status``,
-    ``prepare_batch``, ``forward_failed_items``, ``alarm_topic`` (None without alarms), ``alarms``,
+    ``prepare_batch``, ``forward_failed_items``, ``retry_failed_items``, ``alarm_topic`` (None without alarms), ``alarms``,
     ``failure_guard``, ``child_worst_case_seconds`` (EXPRESS children: worst case per Map state),
     ``worst_case_state_bytes`` (the largest state's worst-case payload, checked at synth)."""
 
@@ -164,6 +166,40 @@ class DistributedMapFanOut(FanOutWorkflow):
             environment={"DLQ_URL": dlq.queue_url, "TASK_NAME": child.name},
             timeout_seconds=300,
         ).function
+        # RetryFailedItems: runs in a child only when the worker answers with batchItemFailures; it
+        # invokes the worker again with the failed items and dead-letters those still failing.
+        express = map.child_execution_type == "EXPRESS"
+        self.retry_failed_items = KitFunction(
+            self,
+            "RetryFailedItems",
+            settings=settings,
+            handler="retry_failed_items.handler",
+            description="Retries only the items a Map worker reported failed; dead-letters those still failing",
+            service="RetryFailedItems",
+            environment={
+                "DLQ_URL": dlq.queue_url,
+                "TASK_NAME": child.name,
+                "WORKER_FUNCTION": child.function.function_arn,
+                "RETRY_POLICY": json.dumps(
+                    {
+                        "intervalSeconds": child.retryable.interval_seconds,
+                        "maxAttempts": child.retryable.max_attempts,
+                        "backoffRate": child.retryable.backoff_rate,
+                        "maxDelaySeconds": child.retryable.max_delay_seconds,
+                        "retryOn": list(child.retry_on),
+                        "neverRetry": list(child.never_retry),
+                        "workerTimeoutSeconds": task_timeout_for(child.function) - TASK_TIMEOUT_MARGIN_SECONDS,
+                    },
+                    separators=(",", ":"),
+                ),
+            },
+            timeout_seconds=item_retry_timeout_seconds(child, express),
+        ).function
+        # It invokes the worker unqualified (its ARN): no grant on versions and aliases (<arn>:*).
+        self.retry_failed_items.add_to_role_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[child.function.function_arn])
+        )
+        dlq.grant_send_messages(self.retry_failed_items)
         # PrepareBatch reads uploaded manifests and writes inline items, under manifests/ only.
         # s3:ListBucket on the bucket: without it S3 answers a GetObject of a missing key with 403
         # AccessDenied instead of 404 NoSuchKey (GetObject API reference, "Permissions"), and
@@ -200,6 +236,7 @@ class DistributedMapFanOut(FanOutWorkflow):
             worker=child,
             prepare=self.prepare_batch,
             forward_failed=self.forward_failed_items,
+            retry_items=self.retry_failed_items,
             update_final_status=self.update_final_status,
             dlq=dlq,
             bucket=bucket,
@@ -213,6 +250,7 @@ class DistributedMapFanOut(FanOutWorkflow):
                 "PrepareBatch": self.prepare_batch,
                 child.name: child.function,
                 "ForwardFailedItems": self.forward_failed_items,
+                "RetryFailedItems": self.retry_failed_items,
                 "UpdateFinalStatus": self.update_final_status,
             },
             comment=f"Distributed Map fan-out ({settings.environment_name}); finalizes only if every item succeeded",

@@ -4,7 +4,13 @@ failed) from the map run's ResultWriter files to the dead-letter queue, with the
 The result files are streamed one child entry at a time: memory holds one entry and at most ten
 pending messages, whatever the number of failed items.
 Children that dead-lettered their own items are only counted. At-least-once: a retry of this step
-may send a message twice; the redrive merges items by index."""
+may send a message twice; the redrive merges items by index.
+
+It also returns the batch's tally item by item: a child that reported per-item failures ends
+``ItemsPartiallyFailed`` and the map run counts all of its items failed; only the items its cause
+lists failed (``map_results.item_outcome``), so the others move from failed to succeeded. The
+correction is bounded by the map run's own failed count and comes only from FAILED results: a
+child whose cause cannot be read stays all failed (fail closed)."""
 
 import functools
 import json
@@ -15,9 +21,15 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_kit.common.json_stream import READ_CHUNK_BYTES
-from fanout_kit.common.map_results import already_dead_lettered, child_items, dead_letter_messages, unsuccessful_entries
-from fanout_kit.common.observability import logger, tracer
+from fanout_common.json_stream import READ_CHUNK_BYTES
+from fanout_common.map_results import (
+    already_dead_lettered,
+    dead_letter_messages,
+    failed_indexes_of,
+    item_outcome,
+    unsuccessful_entries,
+)
+from fanout_common.observability import logger, tracer
 
 MAX_BATCH_BYTES = 200 * 1024  # SendMessageBatch: stay well under the request size limit
 
@@ -37,7 +49,7 @@ def _send(sqs, queue_url: str, bodies: list[str]) -> None:
 
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     batch_id = event["batchId"]
     logger.append_keys(batch_id=batch_id)
     details = event["resultWriterDetails"]
@@ -49,12 +61,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     def read_chunks(key: str) -> Iterator[bytes]:  # a result file: streamed, never read whole
         return s3.get_object(Bucket=details["Bucket"], Key=key)["Body"].iter_chunks(chunk_size=READ_CHUNK_BYTES)
 
-    forwarded = counted = 0
+    forwarded = counted = moved = 0
     pending: list[str] = []
     size = 0
     for entry in unsuccessful_entries(read_json, read_chunks, details["Key"]):
+        failed, succeeded = item_outcome(entry)
+        if failed_indexes_of(entry) is not None:
+            moved += succeeded
         if already_dead_lettered(entry):
-            counted += len(child_items(entry))
+            counted += failed
             continue
         for message in dead_letter_messages(
             [entry], batch_id=batch_id, task=os.environ["TASK_NAME"], execution_arn=event["executionArn"]
@@ -68,5 +83,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
             forwarded += len(message["items"])
     if pending:
         _send(sqs, os.environ["DLQ_URL"], pending)
-    logger.info("failed items forwarded", extra={"forwarded": forwarded, "alreadyDeadLettered": counted})
-    return {"forwarded": forwarded, "alreadyDeadLettered": counted}
+    out: dict[str, Any] = {"forwarded": forwarded, "alreadyDeadLettered": counted}
+    if "tally" in event:  # (the state machine always passes it)
+        out["tally"] = item_tally(event["counts"], event["tally"], moved)
+    logger.info("failed items forwarded", extra=out)
+    return out
+
+
+def item_tally(counts: dict[str, Any], tally: dict[str, Any], moved: int) -> dict[str, int]:
+    """The state machine's tally with ``moved`` items of partly failed children counted succeeded
+    instead of failed (never more than the map run counted failed)."""
+    failed = int(counts["failed"])
+    moved = max(0, min(moved, failed))
+    return {
+        "unsuccessful": int(tally["unsuccessful"]) - moved,
+        "required": int(tally["required"]),
+        "succeeded": int(counts["succeeded"]) + moved,
+        "failed": failed - moved,
+    }

@@ -7,6 +7,9 @@ Shape (JSONPath, no variables)::
     ─▶ Manifest format? ─▶ ProcessItems JSON | ProcessItems CSV  (Distributed Map)
         child (Express): Process items ──(Retry; Catch)──▶ DeadLetter items ─▶ ItemsDeadLettered (Fail)
                                                               └─(send failed)─▶ DeadLetterSendFailed (Fail)
+            ─▶ Item failures? ─(batchItemFailures)─▶ Retry failed items ─▶ Items failed? ─▶ Items processed
+                     └─▶ Items processed             (fails: ItemRetryFailed)   ├─▶ ItemsPartiallyFailed (Fail)
+                                                                                └─▶ InvalidBatchItemFailures (Fail)
     ─▶ ReadMapRun 1 (sfn:DescribeMapRun) ─▶ CountsFinal 1? ─▶ (final) CountUnsuccessful ─▶ MapRunConfirmed?
                                             └─▶ Wait 1s ─▶ ReadMapRun 2 ─▶ ... Wait 16s ─▶ ReadMapRun 6
                                                  ─▶ CountsFinal 6? ─▶ (still not final) CountsNotFinal
@@ -19,7 +22,11 @@ Shape (JSONPath, no variables)::
 
 Fan-in comes from Step Functions' own accounting: a child that exhausts its retries sends its items
 and context to the DLQ and then *fails*, so the map run counts its items as failed; children
-stopped by a timeout or an abort are counted too. No DynamoDB write per item or per child; nothing
+stopped by a timeout or an abort are counted too. A worker may report per-item failures
+(``batchItemFailures``, ``fanout_runtime.events``): RetryFailedItems retries only those items and
+dead-letters the ones still failing; the child then fails ``ItemsPartiallyFailed`` with a cause
+listing them, so the map run counts the whole child failed (fail closed) and ForwardFailedItems,
+on the failure path only, counts those children item by item from the FAILED results. No DynamoDB write per item or per child; nothing
 grows with N in the parent's state or history (results go to S3 through ResultWriter).
 
 Fail closed: SUCCEEDED needs positive evidence for every item PrepareBatch counted: the map run's
@@ -43,10 +50,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from fanout_kit.common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
-from fanout_kit.common.manifest import MANIFEST_PREFIX
-from fanout_kit.common.map_results import ITEMS_DEAD_LETTERED, RESULTS_PREFIX
-from fanout_kit.statemachines.retry_policy import (
+from fanout_common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
+from fanout_common.manifest import MANIFEST_PREFIX
+from fanout_common.map_results import ITEMS_DEAD_LETTERED, ITEMS_PARTIALLY_FAILED, RESULTS_PREFIX
+from fanout_runtime.events import BATCH_ITEM_FAILURES
+from statemachines.express_budget import EXPRESS_LIMIT_SECONDS, retrier_ceilings
+from statemachines.retry_policy import (
     KIT_LAMBDA_RETRY_ERRORS,
     SFN_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
@@ -60,12 +69,20 @@ from fanout_kit.statemachines.states import (
     input_check,
     invoke,
     retry_props,
+    task_timeout_for,
+    TASK_TIMEOUT_MARGIN_SECONDS,
 )
 
 FORMATS = ("JSON", "CSV")
 # The child's terminal errors: the ResultWriter's FAILED results carry them, so the parent knows
 # which failed children already reached the DLQ (ITEMS_DEAD_LETTERED) and which did not.
 DEAD_LETTER_SEND_FAILED = "DeadLetterSendFailed"
+ITEM_RETRY_FAILED = "ItemRetryFailed"  # RetryFailedItems itself failed: the parent forwards the batch
+RESULT_PATH = "$.result"  # the worker's answer, then RetryFailedItems' verdict (one slot: no growth)
+ITEM_RETRY_MIN_SECONDS = 5  # RetryFailedItems' shortest timeout (it then only checks and dead-letters)
+ITEM_RETRY_SAFETY_SECONDS = 3  # retry_failed_items.SAFETY_SECONDS: no round starts this close to the end
+ITEM_INVOKE_OVERHEAD_SECONDS = 2  # fanout_common.item_failures.INVOKE_OVERHEAD_SECONDS
+LAMBDA_MAX_TIMEOUT_SECONDS = 900
 DLQ_SEND_TIMEOUT_SECONDS = 5  # one SQS SendMessage; bounds the child's worst case (Express)
 ITEM_COUNTS = ("Succeeded", "Failed", "TimedOut", "Aborted", "Pending", "Running", "Total")
 # DescribeMapRun right after the Map state ended: the API reference (DescribeMapRun,
@@ -91,8 +108,45 @@ class MapRunSettings:
     failure_threshold: int  # unsuccessful items that still finalize the batch
 
 
+def item_retry_timeout_seconds(worker: WorkflowTask, express: bool) -> int:
+    """The RetryFailedItems function's timeout: the time the child has left for per-item retry
+    rounds. An EXPRESS child must end within AWS's 5 minutes with every Retrier of the worker's
+    task exhausted first (``statemachines.express_budget``): what remains after that worst case
+    and the task margin. A STANDARD child: the retryable policy's rounds, each the worker's
+    timeout and its backoff ceiling, within Lambda's 900 s."""
+    task_seconds = task_timeout_for(worker.function)
+    worker_seconds = task_seconds - TASK_TIMEOUT_MARGIN_SECONDS
+    if not express:
+        policy = worker.retryable
+        rounds = sum(
+            worker_seconds + ITEM_INVOKE_OVERHEAD_SECONDS
+            + min(policy.interval_seconds * policy.backoff_rate**n, policy.max_delay_seconds)
+            for n in range(policy.max_attempts)
+        )
+        return int(min(LAMBDA_MAX_TIMEOUT_SECONDS, rounds + ITEM_RETRY_SAFETY_SECONDS + 10))
+    retriers = [(0, 0, 1.0, 0)] + [
+        (r.interval_seconds, r.max_attempts, r.backoff_rate, r.max_delay_seconds)
+        for r in (worker.ambiguous, worker.transient, worker.retryable)
+    ]
+    attempts = 1 + sum(r[1] for r in retriers)
+    waits = sum(
+        sum(retrier_ceilings({"IntervalSeconds": i, "MaxAttempts": m, "BackoffRate": b, "MaxDelaySeconds": d}))
+        for i, m, b, d in retriers
+        if m
+    )
+    left = EXPRESS_LIMIT_SECONDS - attempts * task_seconds - waits - TASK_TIMEOUT_MARGIN_SECONDS
+    # Less than the minimum left: the child is over the limit with it, and the synth-time check
+    # (statemachines.express_budget) refuses it naming the path and the settings to change.
+    return int(min(LAMBDA_MAX_TIMEOUT_SECONDS, max(left, ITEM_RETRY_MIN_SECONDS)))
+
+
 def _item_processor(
-    scope: Construct, fmt: str, worker: WorkflowTask, dlq_send_retry: RetrySettings, dlq: sqs.IQueue
+    scope: Construct,
+    fmt: str,
+    worker: WorkflowTask,
+    dlq_send_retry: RetrySettings,
+    dlq: sqs.IQueue,
+    retry_items: lambda_.IFunction,
 ) -> sfn.IChainable:
     suffix = f" ({fmt})"
     process = invoke(
@@ -106,9 +160,18 @@ def _item_processor(
             "executionArn.$": "$$.Execution.Id",
         },
         comment=worker.description,
-        result_selector={"processed.$": "$.Payload.processed"},
+        # The whole answer (at most TASK_OUTPUT_MAX_BYTES by the payload budget): "Item failures?"
+        # looks for batchItemFailures, "Items processed" keeps only processed.
+        result_selector={"Payload.$": "$.Payload"},
+        result_path=RESULT_PATH,
     )
     add_task_retries(process, worker)
+    processed = sfn.Pass(
+        scope,
+        f"Items processed{suffix}",
+        comment="The child's output (in the map run's SUCCEEDED results): the worker's processed field",
+        parameters={"processed.$": f"{RESULT_PATH}.Payload.processed"},
+    )
     dead_lettered = sfn.Fail(
         scope,
         f"ItemsDeadLettered{suffix}",
@@ -148,6 +211,69 @@ def _item_processor(
     # task's Cause could outgrow 256 KiB; the Fail state reports the task's Cause.
     dead_letter.add_catch(send_failed, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
     process.add_catch(dead_letter.next(dead_lettered), errors=[sfn.Errors.ALL], result_path="$.failure")
+
+    # Per-item failures (the worker answered with batchItemFailures): RetryFailedItems checks the
+    # answer, retries only the failed items, dead-letters those still failing and returns the
+    # child's verdict in place of the worker's answer (RESULT_PATH: the state does not grow).
+    partly_failed = sfn.Fail(
+        scope,
+        f"{ITEMS_PARTIALLY_FAILED}{suffix}",
+        comment="Some items failed and reached the DLQ; the cause lists them (the parent counts items from it)",
+        error=ITEMS_PARTIALLY_FAILED,
+        cause_path=f"{RESULT_PATH}.Cause",
+    )
+    invalid_answer = sfn.Fail(
+        scope,
+        f"InvalidBatchItemFailures{suffix}",
+        comment="The worker's batchItemFailures was malformed: the whole batch reached the DLQ",
+        error=ITEMS_DEAD_LETTERED,
+        cause_path=f"{RESULT_PATH}.Cause",
+    )
+    retry_failed = sfn.Fail(
+        scope,
+        f"{ITEM_RETRY_FAILED}{suffix}",
+        comment="RetryFailedItems failed: the parent forwards the whole batch from the map run's results",
+        error=ITEM_RETRY_FAILED,
+        cause_path=f"{RESULT_PATH}.Cause",
+    )
+    retry_items_state = invoke(
+        scope,
+        f"Retry failed items{suffix}",
+        retry_items,
+        {
+            "batchId.$": "$.BatchInput.batchId",
+            "executionArn.$": "$.BatchInput.executionArn",
+            "childExecutionArn.$": "$$.Execution.Id",
+            "items.$": "$.Items",
+            "response.$": f"{RESULT_PATH}.Payload",
+        },
+        comment="Retries only the items the worker reported failed, dead-letters those still failing",
+        # (Payload.processed: the worker's, for "Items processed" when every item succeeded in the end)
+        result_selector={
+            "Error.$": "$.Payload.error",
+            "Cause.$": "$.Payload.cause",
+            "failed.$": "$.Payload.failed",
+            "Payload": {"processed.$": "$.Payload.processed"},
+        },
+        result_path=RESULT_PATH,
+    )
+    # No Retry: it would re-run the worker's items; its failure fails the batch closed (forwarded).
+    retry_items_state.add_catch(retry_failed, errors=[sfn.Errors.ALL], result_path=RESULT_PATH)
+    retry_items_state.next(
+        sfn.Choice(scope, f"Items failed?{suffix}")
+        .when(sfn.Condition.number_equals(f"{RESULT_PATH}.failed", 0), processed)
+        .when(sfn.Condition.string_equals(f"{RESULT_PATH}.Error", ITEMS_DEAD_LETTERED), invalid_answer)
+        .otherwise(partly_failed)
+    )
+    failures = f"{RESULT_PATH}.Payload.{BATCH_ITEM_FAILURES}"
+    # The happy path first (statemachines.asl_graph.happy_path and the cost model follow a Choice's
+    # first rule); presence before null (a missing path in a comparison is a runtime error).
+    process.next(
+        sfn.Choice(scope, f"Item failures?{suffix}")
+        .when(sfn.Condition.not_(sfn.Condition.is_present(failures)), processed)
+        .when(sfn.Condition.is_null(failures), processed)
+        .otherwise(retry_items_state)
+    )
     return process
 
 
@@ -296,6 +422,7 @@ def build_map_workflow(
     worker: WorkflowTask,
     prepare: lambda_.IFunction,
     forward_failed: lambda_.IFunction,
+    retry_items: lambda_.IFunction,
     update_final_status: lambda_.IFunction,
     dlq: sqs.IQueue,
     bucket: s3.IBucket,
@@ -303,8 +430,8 @@ def build_map_workflow(
     dlq_send_retry: RetrySettings,
     status_write_retry: RetrySettings,
 ) -> sfn.IChainable:
-    """``worker`` runs each batch of items in a child; ``dlq_send_retry`` retries the child's DLQ
-    send, ``status_write_retry`` the parent's input check, map-run read and status writes."""
+    """``worker`` runs each batch of items in a child, ``retry_items`` (RetryFailedItems) handles
+    the items it reports failed; ``dlq_send_retry`` retries the child's DLQ send, ``status_write_retry`` the parent's input check, map-run read and status writes."""
     prepare_state = input_check(
         scope,
         "PrepareBatch",
@@ -415,6 +542,10 @@ def build_map_workflow(
         parameters={
             "unsuccessful.$": f"States.MathAdd(States.MathAdd({COUNTS}.failed, {COUNTS}.timedOut), {COUNTS}.aborted)",
             "required.$": f"States.MathAdd($.total, {-run.failure_threshold})",
+            # Item by item only after ForwardFailedItems read the FAILED results (a child with
+            # ItemsPartiallyFailed counts all its items failed in the map run): fail closed until then.
+            "succeeded.$": f"{COUNTS}.succeeded",
+            "failed.$": f"{COUNTS}.failed",
         },
         result_path="$.tally",
     )
@@ -429,7 +560,7 @@ def build_map_workflow(
                 + "); their items and context are in the dead-letter queue",
                 sfn.JsonPath.string_at("$.tally.unsuccessful"),
                 sfn.JsonPath.string_at(f"{COUNTS}.total"),
-                sfn.JsonPath.string_at(f"{COUNTS}.failed"),
+                sfn.JsonPath.string_at("$.tally.failed"),
                 sfn.JsonPath.string_at(f"{COUNTS}.timedOut"),
                 sfn.JsonPath.string_at(f"{COUNTS}.aborted"),
             ),
@@ -448,17 +579,27 @@ def build_map_workflow(
             "batchId.$": "$.batchId",
             "executionArn.$": "$$.Execution.Id",
             "resultWriterDetails.$": "$.mapRun.ResultWriterDetails",
+            "counts.$": COUNTS,
+            "tally.$": "$.tally",
         },
         comment="Sends the items of children stopped before their own DLQ step (timed out, aborted, "
-        "DLQ send failed) from the map run's results to the DLQ, so nothing failed is only in S3",
-        result_selector={"forwarded.$": "$.Payload.forwarded", "alreadyDeadLettered.$": "$.Payload.alreadyDeadLettered"},
-        result_path="$.forwarding",
+        "DLQ send failed) from the map run's results to the DLQ, so nothing failed is only in S3; "
+        "counts the items of children that reported per-item failures (ItemsPartiallyFailed) item "
+        "by item: only the items their cause lists failed",
+        result_selector={
+            **{f"{k}.$": f"$.Payload.tally.{k}" for k in ("unsuccessful", "required", "succeeded", "failed")},
+            "forwarded.$": "$.Payload.forwarded",
+            "alreadyDeadLettered.$": "$.Payload.alreadyDeadLettered",
+        },
+        # Replaces the tally only when it succeeded: its Catch keeps the map run's counts (every
+        # item of a partly failed child failed), which can only fail the batch, never pass it.
+        result_path="$.tally",
     )
     # A repeat sends the same items again: the DLQ is at-least-once (its consumers de-duplicate).
     forward.add_retry(**retry_props(status_write_retry, KIT_LAMBDA_RETRY_ERRORS))
     within = (
         sfn.Choice(scope, "WithinFailureThreshold?")
-        .when(sfn.Condition.number_greater_than_equals_json_path(f"{COUNTS}.succeeded", "$.tally.required"), update)
+        .when(sfn.Condition.number_greater_than_equals_json_path("$.tally.succeeded", "$.tally.required"), update)
         .otherwise(summarize)
     )
     # Forwarding is best effort on top of the children's own DLQ sends: the verdict goes on.
@@ -485,7 +626,7 @@ def build_map_workflow(
     fmt_choice = sfn.Choice(scope, "Manifest format?")
     for fmt in FORMATS:
         dmap = _distributed_map(
-            scope, fmt, run, bucket, _item_processor(scope, fmt, worker, dlq_send_retry, dlq)
+            scope, fmt, run, bucket, _item_processor(scope, fmt, worker, dlq_send_retry, dlq, retry_items)
         )
         dmap.add_catch(map_failed, errors=[sfn.Errors.ALL], result_path="$.mapFailure")
         dmap.next(first_read)

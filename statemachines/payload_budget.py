@@ -506,11 +506,15 @@ def kit_function_outputs(*, input_cap: int, named: Mapping[str, Value] | None = 
         ),
         "UpdateFinalStatus": Leaf(8192),
         "ForwardFailedItems": Leaf(8192),
+        # RetryFailedItems: {"error", "cause", "failed"}; the cause is a Fail state's (32,768 characters)
+        "Retry failed items": Obj({"error": Leaf(2 + ERROR_MAX_BYTES), "cause": Leaf(2 + CAUSE_MAX_BYTES), "failed": Leaf(NUMBER_BYTES),
+                                  "processed": Leaf(1024)}),
         **(named or {}),
     }
 
     def output(name: str, state: Mapping[str, Any]) -> Value:
-        return known.get(name, Leaf(TASK_OUTPUT_MAX_BYTES))
+        # a Map child's states are named per manifest format: "Retry failed items (JSON)"
+        return known.get(name) or known.get(re.sub(r" \((JSON|CSV)\)$", "", name), Leaf(TASK_OUTPUT_MAX_BYTES))
 
     return output
 

@@ -85,8 +85,21 @@ def test_each_item_batch_has_retry_catch_dlq_then_fails(env):
         }
         send_failed = child["States"][dlq["Catch"][0]["Next"]]
         assert (send_failed["Type"], send_failed["Error"]) == ("Fail", "DeadLetterSendFailed")
-        assert not [n for n, s in child["States"].items() if s.get("End") or s["Type"] == "Succeed"
-                    if n != f"Process items ({fmt})"], "a failed batch must never end successfully"
+        # the one successful end: the worker's answer had no failed item, or every item it reported
+        # failed succeeded when RetryFailedItems retried it ("Items failed?": failed == 0)
+        ends = [n for n, s in child["States"].items() if s.get("End") or s["Type"] == "Succeed"]
+        assert ends == [f"Items processed ({fmt})"]
+        dead = asl_graph.reachable(child, process["Catch"][0]["Next"])
+        assert f"Items processed ({fmt})" not in dead, "a failed batch must never end successfully"
+        check = child["States"][process["Next"]]
+        assert check["Choices"][0] == {"Not": {"Variable": "$.result.Payload.batchItemFailures", "IsPresent": True},
+                                       "Next": f"Items processed ({fmt})"}
+        retry = child["States"][check["Default"]]
+        assert "Retry" not in retry  # a retry would run the worker's items again
+        assert child["States"][retry["Catch"][0]["Next"]]["Error"] == "ItemRetryFailed"
+        verdict = child["States"][retry["Next"]]
+        assert verdict["Choices"][0] == {"Variable": "$.result.failed", "NumericEquals": 0, "Next": f"Items processed ({fmt})"}
+        assert child["States"][verdict["Default"]]["Error"] == "ItemsPartiallyFailed"
 
 
 def test_verdict_comes_from_the_map_runs_counts(env):
@@ -101,6 +114,8 @@ def test_verdict_comes_from_the_map_runs_counts(env):
     assert top["CountUnsuccessful"]["Parameters"] == {
         "unsuccessful.$": "States.MathAdd(States.MathAdd($.counts.failed, $.counts.timedOut), $.counts.aborted)",
         "required.$": f"States.MathAdd($.total, {-cfg.map.failure_threshold})",
+        "succeeded.$": "$.counts.succeeded",  # item by item after ForwardFailedItems (ItemsPartiallyFailed)
+        "failed.$": "$.counts.failed",
     }
     into = sorted((n, label) for n, s in top.items() for label, t in asl_graph.edges(s) if t == "UpdateFinalStatus")
     assert into == [("MapRunConfirmed?", "choice0"), ("WithinFailureThreshold?", "choice0")]
@@ -117,7 +132,7 @@ def test_verdict_comes_from_the_map_runs_counts(env):
     }
     assert [c["Next"] for c in top["MapRunConfirmed?"]["Choices"][1:]] == ["TotalMismatch"]
     assert top["WithinFailureThreshold?"]["Choices"][0] == {
-        "Variable": f"{counts}.succeeded", "NumericGreaterThanEqualsPath": "$.tally.required",
+        "Variable": "$.tally.succeeded", "NumericGreaterThanEqualsPath": "$.tally.required",
         "Next": "UpdateFinalStatus",
     }
     failure = asl_graph.reachable(asl, "WithinFailureThreshold?", skip_edges={("WithinFailureThreshold?", "choice0")})

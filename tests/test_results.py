@@ -86,7 +86,7 @@ def test_a_local_map_batch_lists_its_failing_items(capsys, tmp_path):
     assert code == 0, err
     failed = sorted(json.loads(out), key=lambda o: o["index"])
     assert [(o["index"], o["item"]["imageId"], o["status"], o["error"]) for o in failed] == [
-        (3, "img-3", "FAILED", "ItemsDeadLettered"), (10, "img-10", "FAILED", "ItemsDeadLettered")]
+        (3, "img-3", "FAILED", "RetryableTaskError"), (10, "img-10", "FAILED", "NonRetryableTaskError")]
     assert "simulated non-retryable failure of item-10" in failed[1]["cause"]
     assert all(o["result_file"].startswith("results/") and o["execution_arn"] for o in failed)
 

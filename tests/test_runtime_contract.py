@@ -26,6 +26,7 @@ from fanout_runtime.events import (
     LedgerChildEvent,
     MapItem,
     MapWorkerEvent,
+    MapWorkerPartialResult,
     MapWorkerResult,
     TaskEvent,
     parse_ledger_child_event,
@@ -75,9 +76,13 @@ def test_a_map_worker_receives_index_item_pairs_with_a_0_based_attempt(workflows
         payload = by_name[f"Process items ({fmt})"]["Parameters"]["Payload"]
         assert {k.removesuffix(".$") for k in payload} == set(get_type_hints(MapWorkerEvent))
         assert payload["attempt.$"] == "$$.State.RetryCount" and payload["items.$"] == "$.Items"
-        result = by_name[f"Process items ({fmt})"]["ResultSelector"]
-        assert {k.removesuffix(".$") for k in result} == set(get_type_hints(MapWorkerResult))
-        assert result == {"processed.$": "$.Payload.processed"}  # a return without it fails the child
+        # the whole answer: "Item failures?" looks for batchItemFailures (MapWorkerPartialResult)
+        assert by_name[f"Process items ({fmt})"]["ResultSelector"] == {"Payload.$": "$.Payload"}
+        check = by_name[f"Item failures? ({fmt})"]["Choices"][0]["Not"]["Variable"]
+        assert check == "$.result.Payload." + next(k for k in get_type_hints(MapWorkerPartialResult) if k != "processed")
+        output = by_name[f"Items processed ({fmt})"]["Parameters"]
+        assert {k.removesuffix(".$") for k in output} == set(get_type_hints(MapWorkerResult))
+        assert output == {"processed.$": "$.result.Payload.processed"}  # a return without it fails the child
         selector = by_name[f"ProcessItems {fmt}"]["ItemSelector"]
         assert {k.removesuffix(".$") for k in selector} == set(get_type_hints(MapItem))
         assert selector == {"index.$": "$$.Map.Item.Index", "item.$": "$$.Map.Item.Value"}  # 0-based index

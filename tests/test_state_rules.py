@@ -80,6 +80,10 @@ def test_fail_states_use_only_the_intrinsics_aws_allows_there(synthesized, env_n
 
 
 KIT_LAMBDA_STEPS = {"ValidateInput", "PrepareBatch", "UpdateFinalStatus", "ForwardFailedItems"}
+# Kit steps without a Retry: RetryFailedItems invokes the worker itself (a retry would run the
+# worker's items again, and its time is what the Express child has left); its failure fails the
+# batch closed (the parent forwards the whole batch).
+NO_RETRY_STEPS = {"Retry failed items (JSON)", "Retry failed items (CSV)"}
 
 
 @pytest.mark.parametrize("env_name", ENVIRONMENTS)
@@ -96,6 +100,9 @@ def test_an_ambiguous_lambda_outcome_is_never_retried_as_a_transient_error(synth
     (asl,) = state_machine_definitions(app.template(workflow), app.region).values()
     user_tasks = 0
     for path, state in lambda_tasks(asl):
+        if path.split("/")[-1] in NO_RETRY_STEPS:
+            assert "Retry" not in state and state["Catch"][0]["ErrorEquals"] == ["States.ALL"], path
+            continue
         retriers = state["Retry"]
         matched = [r for r in retriers if set(r["ErrorEquals"]) & set(AMBIGUOUS_ERRORS)]
         assert len(matched) == 1, f"{path}: ambiguous errors in {len(matched)} Retriers"

@@ -151,8 +151,11 @@ def map_scenarios(engine: Any) -> list[str]:
     engine.run("map", {"batchId": "iam-map-ok", "items": items})
     engine.run("map", {"batchId": "iam-map-ok", "items": items})
     failing = copy.deepcopy(items)
-    failing[2]["simulateFailure"] = {"mode": "fatal"}
+    failing[2]["simulateFailure"] = {"mode": "permanent"}  # reported per item: RetryFailedItems retries it
     engine.run("map", {"batchId": "iam-map-failed", "items": failing})
+    crashing = copy.deepcopy(items)
+    crashing[1]["simulateFailure"] = {"mode": "crash"}  # the whole batch: the child's own DLQ step
+    engine.run("map", {"batchId": "iam-map-crashed", "items": crashing})
     manifest = engine.upload_manifest("manifests/iam.csv", b"imageId,width\na,1\nb,2\n")
     engine.run("map", {"batchId": "iam-map-csv", "manifest": manifest})
     engine.inject_lambda_service_faults("UpdateFinalStatus", ["ServiceException"] * _status_write_attempts(engine),
@@ -161,7 +164,8 @@ def map_scenarios(engine: Any) -> list[str]:
     return [
         "map: UpdateFinalStatus exhausts its retries (the failure guard records it)",
         "map: inline items succeed, then the batch is started again",
-        "map: one item is dead-lettered (batch FAILED)",
+        "map: one item fails permanently, is retried alone and dead-lettered (batch FAILED)",
+        "map: a worker crashes, its whole batch is dead-lettered",
         "map: an uploaded CSV manifest",
     ]
 
@@ -214,8 +218,11 @@ def _app_map_scenarios(engine: Any, example: dict[str, Any] | None) -> list[str]
     items = list((example or {}).get("items") or [{"id": f"item-{i}"} for i in range(5)])
     _must_succeed(engine.run("map", {"batchId": "iam-map-ok", "items": items}), "map", example)
     engine.run("map", {"batchId": "iam-map-ok", "items": items})
-    engine.router.item_faults[min(2, len(items) - 1)] = InjectedFault("permanent")
+    engine.router.item_faults[min(2, len(items) - 1)] = InjectedFault("permanent")  # per item: retried alone
     engine.run("map", {"batchId": "iam-map-failed", "items": items})
+    engine.router.item_faults.clear()
+    engine.router.item_faults[min(1, len(items) - 1)] = InjectedFault("crash")  # the whole batch
+    engine.run("map", {"batchId": "iam-map-crashed", "items": items})
     engine.router.item_faults.clear()
     manifest = engine.upload_manifest("manifests/iam.json", json.dumps(items).encode())
     engine.run("map", {"batchId": "iam-map-manifest", "manifest": manifest})
@@ -224,7 +231,8 @@ def _app_map_scenarios(engine: Any, example: dict[str, Any] | None) -> list[str]
     engine.run("map", {"batchId": "iam-map-finalize-down", "items": items})
     return [
         "map: inline items succeed, then the batch is started again",
-        "map: one item fails permanently (injected), is dead-lettered (batch FAILED)",
+        "map: one item fails permanently (injected), is retried alone and dead-lettered (batch FAILED)",
+        "map: the worker crashes (injected), its whole batch is dead-lettered",
         "map: an uploaded JSON manifest",
         "map: UpdateFinalStatus exhausts its retries (the failure guard records it)",
     ]

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .map_results import child_items
+from .map_results import child_items, failed_indexes_of, partial_errors
 
 SUCCEEDED = "SUCCEEDED"
 SKIPPED = "SKIPPED"  # a Parallel task a redrive did not re-run (it succeeded in the run it redrives)
@@ -60,17 +60,31 @@ def entry_outcomes(entry: Mapping[str, Any], result_file: str) -> Iterator[Outco
     ItemBatcher a child holds a batch of items (``Input``: ``{"Items": [{"index", "item"}...],
     "BatchInput"}``), and each item gets the child's status, error and cause.
 
-    The one place a child's entry becomes item outcomes: a child that reports which of its items
-    failed (an item-level failure list in its ``Output``) is expanded here, item by item."""
+    The one place a child's entry becomes item outcomes: a child whose worker reported per-item
+    failures ends ``ItemsPartiallyFailed`` with a cause listing the failed indexes
+    (``map_results.failed_indexes_of``): only those items failed (each with its own error name when
+    the cause carries it); the child's other items SUCCEEDED. A cause that cannot be read leaves
+    every item of the child failed (as the fan-in counts it)."""
     status = entry.get("Status") or "UNKNOWN"
     error = entry.get("Error") if status != SUCCEEDED else None
     cause = entry.get("Cause") if status != SUCCEEDED else None
     arn = entry.get("ExecutionArn")
+    listed = failed_indexes_of(entry)
+    if listed is not None:
+        errors, causes, message = partial_errors(entry)
     for wrapped in child_items(entry):
         if isinstance(wrapped, Mapping) and "index" in wrapped:
             index, item = wrapped.get("index"), wrapped.get("item")
         else:  # not the kit's ItemSelector shape: the item as is, its position in the child
             index, item = None, wrapped
+        if listed is not None and index not in listed:
+            yield Outcome(index=index, status=SUCCEEDED, item=item, result_file=result_file, execution_arn=arn)
+            continue
+        if listed is not None:
+            yield Outcome(index=index, status=status, item=item, error=errors.get(index, error),
+                          cause=causes.get(index, message),
+                          result_file=result_file, execution_arn=arn)
+            continue
         yield Outcome(
             index=index if isinstance(index, int) else None,
             status=status,

@@ -329,6 +329,7 @@ class LocalEngine:
         self.metered_children: list[Any] = []  # metering.ChildRun
         self.usage_recorder: Any = None  # metering.UsageRecorder, while the engine runs
         self.router.on_hang = self._charge_hang
+        self.router.on_backoff = self._backoff
         self.quiet = quiet
         self.stacks: dict[str, LocalStack] = {}
         self.deployments: dict[str, Any] = {}  # workflow -> fanout_kit.ops.aws.Deployment
@@ -641,6 +642,15 @@ class LocalEngine:
         from fanout_kit.local.metering import measure
 
         return measure(self, executions)
+
+    def _backoff(self, event: Any, seconds: float) -> None:
+        """RetryFailedItems' wait before a retry round: on the retry clock (slept, or recorded and
+        charged to the Express child it runs in), as the Retriers' waits are."""
+        _RETRYING.execution = event.get("childExecutionArn") if isinstance(event, Mapping) else None
+        try:
+            self.retry_clock.sleep(seconds)
+        finally:
+            _RETRYING.execution = None
 
     def _charge_hang(self, event: Any, seconds: float) -> None:
         """A function that hangs runs (in simulated time) until its timeout: charge its child."""

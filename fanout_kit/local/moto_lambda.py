@@ -140,24 +140,10 @@ class InjectedFault:
     times: int = 1
 
 
-def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseException | None:
-    """The exception a task (``{"batchId", "task", "attempt", ...}``) or a Map worker's batch
-    (``{"items": [{"index", "item"}...], "attempt", ...}``) raises under an injected fault."""
-    if not isinstance(event, dict) or not (task_faults or item_faults):
-        return None
-    attempt = event.get("attempt") if isinstance(event.get("attempt"), int) else 0
-    fault, where = None, None
-    if task_faults and isinstance(event.get("task"), str) and "batchId" in event:
-        fault, where = task_faults.get(event["task"]), event["task"]
-    elif item_faults and isinstance(event.get("items"), list):
-        hits = [e.get("index") for e in event["items"] if isinstance(e, dict) and e.get("index") in item_faults]
-        if hits:
-            fault, where = item_faults[hits[0]], f"item {hits[0]}"
-    elif item_faults and "payload" in event and str(event.get("childId", "")).isdigit():
-        # a ledger processing function's child ({"batchId", "childId", "payload", "attempt"})
-        fault, where = item_faults.get(int(event["childId"])), f"child {event['childId']}"
-    if fault is None:
-        return None
+PER_ITEM_MODES = ("transient", "permanent", "fatal")  # reported per item (batchItemFailures)
+
+
+def _fault_error(fault: InjectedFault, where: str, attempt: int) -> BaseException | None:
     where = f"{where} (attempt {attempt + 1})"
     if fault.mode in ("timeout", "hang"):
         return FunctionTimedOut(0)
@@ -172,6 +158,61 @@ def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseEx
     if attempt < fault.times:
         return RetryableTaskError(f"injected transient failure of {where}")
     return None
+
+
+def injected_failure(event: Any, task_faults: dict, item_faults: dict) -> BaseException | None:
+    """The exception a task (``{"batchId", "task", "attempt", ...}``) or a Map worker's batch
+    (``{"items": [{"index", "item"}...], "attempt", ...}``) raises under an injected fault. A Map
+    item's transient, permanent or fatal fault fails that item only (``injected_item_failures``);
+    a timeout, oom or crash stops the whole invocation, as it would in Lambda."""
+    if not isinstance(event, dict) or not (task_faults or item_faults):
+        return None
+    attempt = event.get("attempt") if isinstance(event.get("attempt"), int) else 0
+    fault, where = None, None
+    if task_faults and isinstance(event.get("task"), str) and "batchId" in event:
+        fault, where = task_faults.get(event["task"]), event["task"]
+    elif item_faults and isinstance(event.get("items"), list):
+        hits = [
+            e.get("index") for e in event["items"]
+            if isinstance(e, dict) and e.get("index") in item_faults and item_faults[e.get("index")].mode not in PER_ITEM_MODES
+        ]
+        if hits:
+            fault, where = item_faults[hits[0]], f"item {hits[0]}"
+    elif item_faults and "payload" in event and str(event.get("childId", "")).isdigit():
+        # a ledger processing function's child ({"batchId", "childId", "payload", "attempt"})
+        fault, where = item_faults.get(int(event["childId"])), f"child {event['childId']}"
+    if fault is None:
+        return None
+    return _fault_error(fault, where, attempt)
+
+
+def injected_item_failures(event: Any, item_faults: dict) -> tuple[Any, list[dict[str, Any]]]:
+    """A Map worker's event without its items that fail under a per-item fault (transient,
+    permanent, fatal), and their ``batchItemFailures`` entries (fanout_runtime.events): the
+    function runs the other items only, and the engine adds the failed ones to its answer."""
+    if not item_faults or not isinstance(event, dict) or not isinstance(event.get("items"), list) or "task" in event:
+        return event, []
+    attempt = event.get("attempt") if isinstance(event.get("attempt"), int) else 0
+    kept, failures = [], []
+    for entry in event["items"]:
+        index = entry.get("index") if isinstance(entry, dict) else None
+        fault = item_faults.get(index) if isinstance(index, int) else None
+        error = _fault_error(fault, f"item {index}", attempt) if fault and fault.mode in PER_ITEM_MODES else None
+        if error is None:
+            kept.append(entry)
+        else:
+            failures.append({"itemIndex": index, "error": type(error).__name__, "cause": str(error)})
+    return ({**event, "items": kept} if failures else event), failures
+
+
+def merge_item_failures(result: Any, failures: list[dict[str, Any]]) -> Any:
+    """The function's answer with the injected per-item failures added to its batchItemFailures."""
+    if not failures:
+        return result
+    answer = dict(result) if isinstance(result, dict) else {"processed": result}
+    reported = answer.get("batchItemFailures")
+    answer["batchItemFailures"] = (list(reported) if isinstance(reported, list) else []) + failures
+    return answer
 
 
 class RuntimeReported(Exception):
@@ -303,6 +344,8 @@ class LambdaRouter:
     after_invoke: Callable[[str, Any, Any], None] | None = None
     # (event, seconds): a function hung until its timeout; the engine charges the child's clock
     on_hang: Callable[[Any, float], None] | None = None
+    # (event, seconds): RetryFailedItems waits before a retry round; the engine's retry clock
+    on_backoff: Callable[[Any, float], None] | None = None
     # Faults of the app's own functions, injected here (fanout run --app --fail / --fail-item):
     # task name -> InjectedFault, Map item index -> InjectedFault
     sandboxes: Any = None  # fanout_kit.local.sandbox.Sandboxes of the app's own functions
@@ -350,21 +393,25 @@ class LambdaRouter:
         context = LambdaContext(fn, self.region, self.account)
         running = _RUNNING.__dict__.setdefault("stack", [])
         running.append(name)
+        events = _RUNNING.__dict__.setdefault("events", [])
+        events.append(event)
         began = time.perf_counter()
         try:
             injected = injected_failure(event, self.task_faults, self.item_faults)
             if injected is not None:
                 raise injected
-            if fn.sandboxed:  # the app's own function: its own process (fanout_kit/local/sandbox.py)
+            event, item_failures = injected_item_failures(event, self.item_faults)
+            if fn.sandboxed:  # the app's own function: its own process (fanout/local/sandbox.py)
                 payload, runtime_error = self.sandboxes.invoke(name, event, context)
                 if runtime_error is not None:
                     raise RuntimeReported(runtime_error)
-                result = json.loads(payload)
+                result = merge_item_failures(json.loads(payload), item_failures)
+                payload = json.dumps(result)
             else:
                 handler = self._handler(fn)
                 if fn.environment is not None:
                     use_metrics_namespace(fn.environment.get(METRICS_NAMESPACE_ENV))
-                result = handler(event, context)
+                result = merge_item_failures(handler(event, context), item_failures)
                 try:
                     payload = json.dumps(result)
                 except (TypeError, ValueError) as exc:  # what the Python runtime answers
@@ -400,6 +447,7 @@ class LambdaRouter:
             )
         finally:
             running.pop()
+            events.pop()
         seconds = time.perf_counter() - began
         if error_type is None and self.after_invoke:  # (outside the function: not its own calls)
             self.after_invoke(name, event, result)
@@ -460,14 +508,32 @@ class routed_lambdas:
         self._worker.hang = _local_hang
         self._worker.exhaust_memory = _local_exhaust_memory
         self._worker.crash = _local_crash
+        self._retry_module = _retry_module()
+        self._saved_backoff = self._retry_module.backoff_sleep
+        router = self.router
+
+        def backoff_sleep(seconds: float) -> None:
+            stack = getattr(_RUNNING, "events", None)
+            if router.on_backoff is not None:
+                router.on_backoff(stack[-1] if stack else None, seconds)
+            else:
+                time.sleep(seconds)
+
+        self._retry_module.backoff_sleep = backoff_sleep
         return self.router
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self.router)
         for name, original in self._saved.items():
             setattr(self._worker, name, original)
+        self._retry_module.backoff_sleep = self._saved_backoff
         if not _ACTIVE:
             LambdaSimpleBackend.invoke = _ORIGINAL_INVOKE
+
+
+def _retry_module():
+    """RetryFailedItems' handler module (its backoff waits go to the engine's retry clock)."""
+    return importlib.import_module("retry_failed_items")
 
 
 def _worker_module():

@@ -10,25 +10,33 @@ so ``from fanout_runtime import RetryableTaskError`` works the same locally and 
 
 from fanout_runtime.errors import FanOutError, NonRetryableTaskError, RetryableTaskError
 from fanout_runtime.events import (
+    BatchItemFailure,
     LedgerChildEvent,
     MapItem,
     MapWorkerEvent,
+    MapWorkerPartialResult,
     MapWorkerResult,
     TaskEvent,
+    batch_item_failure,
+    batch_item_failures,
     parse_ledger_child_event,
     parse_map_worker_event,
     parse_task_event,
 )
 
 __all__ = [
+    "BatchItemFailure",
     "FanOutError",
     "LedgerChildEvent",
     "MapItem",
     "MapWorkerEvent",
+    "MapWorkerPartialResult",
     "MapWorkerResult",
     "NonRetryableTaskError",
     "RetryableTaskError",
     "TaskEvent",
+    "batch_item_failure",
+    "batch_item_failures",
     "parse_ledger_child_event",
     "parse_map_worker_event",
     "parse_task_event",

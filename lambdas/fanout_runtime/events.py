@@ -19,8 +19,27 @@ Every ``attempt`` is 0-based: 0 on the first try, 1 on the first retry, and so o
 
   ``attempt`` is the child's ``$$.State.RetryCount``: a retry runs the whole batch again, so make
   the work per item idempotent. Return a JSON object with a ``processed`` field (``MapWorkerResult``,
-  e.g. the number of items processed): the child's ResultSelector reads ``$.Payload.processed``;
-  a return without it fails the child, whose items then count as failed and go to the DLQ.
+  e.g. the number of items processed): the child's "Items processed" state reads it; a return
+  without it fails the child, whose items then count as failed and go to the DLQ.
+
+  **Per-item failures** (``batch_item_failures``): to fail only some items of the batch, return
+  them instead of raising, in the spirit of SQS's partial batch responses ("Reporting batch item
+  failures", https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html#services-sqs-batchfailurereporting)::
+
+      {"processed": 19, "batchItemFailures": [{"itemIndex": 17, "error": "RetryableTaskError",
+                                               "cause": "the image service answered 503"}]}
+
+  ``itemIndex`` is the failed item's ``index`` (as in the event); ``error`` (default
+  ``NonRetryableTaskError``) is named as an exception would be: ``RetryableTaskError`` or a name of
+  the worker's ``retry_on`` is retried for that item only (the worker is invoked again with only the
+  failed items, ``attempt`` counting that item's tries in the child), with the worker's
+  ``retryable`` policy (backoff, full jitter) within the child's time (an Express child: its
+  5 minutes); any other name is not retried. The items that still fail are dead-lettered (one DLQ
+  message per child listing only them, each with its ``error`` and ``cause``), counted failed and
+  redriven; the others count succeeded. An empty list means every item succeeded. A response whose
+  ``batchItemFailures`` is not a list of such objects, names an index not in the batch, or repeats
+  one, fails the whole batch (dead-lettered with a cause naming the fault), as SQS treats an invalid
+  response as a complete failure. Raising still fails the whole batch.
 
 * **CompletionLedger processing function**, invoked synchronously by the ledger's consumers for
   each child message::
@@ -79,6 +98,46 @@ class MapWorkerResult(TypedDict):
     """What a DistributedMapFanOut worker returns (more fields are allowed and dropped)."""
 
     processed: Any  # e.g. how many items the batch processed
+
+
+class BatchItemFailure(TypedDict, total=False):
+    """One failed item of a Map worker's batch (``itemIndex`` required)."""
+
+    itemIndex: int  # the item's ``index`` in the event
+    error: str  # an error name: RetryableTaskError (or one of retry_on) is retried for this item
+    cause: str  # what happened (kept to BATCH_ITEM_CAUSE_MAX characters)
+
+
+class MapWorkerPartialResult(TypedDict):
+    """A Map worker's answer when some items of its batch failed."""
+
+    processed: Any
+    batchItemFailures: list[BatchItemFailure]
+
+
+BATCH_ITEM_FAILURES = "batchItemFailures"  # the response field the Map child reads
+BATCH_ITEM_ERROR_MAX = 256  # characters of an item's error name (as Step Functions' Error)
+BATCH_ITEM_CAUSE_MAX = 1024  # characters of an item's cause kept in its DLQ message
+
+
+def batch_item_failure(index: int, error: BaseException | str = "NonRetryableTaskError", cause: str | None = None) -> BatchItemFailure:
+    """One entry: ``batch_item_failure(17, exc)`` names the exception's class and message (as the
+    Lambda runtime would report it raised); ``batch_item_failure(17, "RetryableTaskError", "503")``."""
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"batch_item_failure: index must be the item's int index, got {index!r}")
+    if isinstance(error, BaseException):
+        name, text = type(error).__name__, str(error) if cause is None else cause
+    else:
+        name, text = str(error), cause or ""
+    return BatchItemFailure(itemIndex=index, error=name[:BATCH_ITEM_ERROR_MAX], cause=text[:BATCH_ITEM_CAUSE_MAX])
+
+
+def batch_item_failures(failures: list[BatchItemFailure], processed: Any) -> MapWorkerPartialResult | MapWorkerResult:
+    """The worker's response: ``{"processed", "batchItemFailures"}``, or only ``{"processed"}``
+    when nothing failed (an empty list would cost the child one more step)."""
+    if not failures:
+        return MapWorkerResult(processed=processed)
+    return MapWorkerPartialResult(processed=processed, batchItemFailures=list(failures))
 
 
 class LedgerChildEvent(TypedDict):

@@ -107,15 +107,17 @@ def test_the_configured_batch_size_is_what_the_worker_gets(synthesized):
         assert (counts["total"], counts["succeeded"]) == (45, 45)  # counted in items, not children
 
 
-def test_a_failed_batch_counts_all_its_items(synthesized):
+def test_a_failed_item_fails_alone_in_its_batch(synthesized):
+    """A fatal item in a batch of 20 (prod) fails alone: the worker reports it in
+    batchItemFailures; the map run counts its child failed, the verdict counts items."""
     with deployed(synthesized("prod")) as engine:
         result = run(engine, "m-batch-fail", items=items(45, i21={"mode": "fatal"}))
         assert result.status == "FAILED"
         counts = engine.map_run_counts(result.arn)
         assert (counts["succeeded"], counts["failed"]) == (25, 20)
         (message,) = engine.dlq_messages("map")
-        assert [i["index"] for i in message["items"]] == list(range(20, 40))
-        assert engine.status_record("m-batch-fail", "map")["failedItems"] == 20
+        assert [i["index"] for i in message["items"]] == [21]
+        assert engine.status_record("m-batch-fail", "map")["failedItems"] == 1
 
 
 def test_an_express_child_over_its_time_limit_is_stopped_and_its_items_still_reach_the_dlq(dev_app):
