@@ -35,11 +35,11 @@ from stacks.runtime_node import use_venv_node  # noqa: E402
 
 use_venv_node()
 
-from fanout.local.engine import LocalEngine  # noqa: E402
-from fanout.local.history import state_transitions  # noqa: E402
-from fanout.local.template import state_machine_definitions, synthesize  # noqa: E402
-from fanout_common.simulation import SIMULATE_KEY  # noqa: E402
-from statemachines.asl_graph import happy_path_transitions  # noqa: E402
+from fanout_kit.local.engine import LocalEngine  # noqa: E402
+from fanout_kit.local.history import state_transitions  # noqa: E402
+from fanout_kit.local.template import state_machine_definitions, synthesize  # noqa: E402
+from fanout_kit.common.simulation import SIMULATE_KEY  # noqa: E402
+from fanout_kit.statemachines.asl_graph import happy_path_transitions  # noqa: E402
 
 DEFAULT_POISON = (17, 50_003, 99_998)
 
@@ -59,7 +59,7 @@ def app_with_threshold(env: str, threshold: int | None):
 
 
 def run(app, n: int, poison: tuple[int, ...], label: str) -> dict:
-    from fanout.results import map_outcomes
+    from fanout_kit.cli.results import map_outcomes
 
     (asl,) = state_machine_definitions(app.template("map"), app.region).values()
     per_batch = asl["States"]["ProcessItems JSON"]["ItemBatcher"]["MaxItemsPerBatch"]
@@ -83,7 +83,7 @@ def run(app, n: int, poison: tuple[int, ...], label: str) -> dict:
         forward_calls = engine.router.count(engine.function_id("ForwardFailedItems", "map"))
         results_key = record.get("resultsKey") or (result.output or {}).get("mapRun", {}).get("ResultWriterDetails", {}).get("Key")
 
-        class Source:  # fanout.results' reader over the engine's S3
+        class Source:  # fanout_kit.cli.results' reader over the engine's S3
             s3 = engine.client("s3")
 
             def read_json(self, bucket, key):

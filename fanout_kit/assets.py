@@ -41,6 +41,7 @@ KIT_HANDLERS = (
     "ledger_sweeper",
     "prepare_map_batch",
     "record_execution_failure",
+    "retry_failed_items",
     "update_final_status",
     "validate_input",
 )

@@ -32,11 +32,11 @@ from fanout_kit.settings import (
     check_type,
 )
 from fanout_kit.workflow import FanOutWorkflow
-from fanout_common.limits import MAP_INPUT_MAX_BYTES
-from statemachines.checks import ConfigError
-from statemachines.express_budget import check_express_children
-from statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow, item_retry_timeout_seconds
-from statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS, task_timeout_for
+from fanout_kit.common.limits import MAP_INPUT_MAX_BYTES
+from fanout_kit.statemachines.checks import ConfigError
+from fanout_kit.statemachines.express_budget import check_express_children
+from fanout_kit.statemachines.map_workflow import FORMATS, MapRunSettings, build_map_workflow, item_retry_timeout_seconds
+from fanout_kit.statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS, task_timeout_for
 
 # PrepareBatch checks every item of a manifest up to the documented maximum (MAX_MANIFEST_ITEMS,
 # MAX_MANIFEST_BYTES); its memory buys CPU (AWS: one vCPU at 1,769 MB, proportionally less below).

@@ -21,15 +21,15 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.json_stream import READ_CHUNK_BYTES
-from fanout_common.map_results import (
+from fanout_kit.common.json_stream import READ_CHUNK_BYTES
+from fanout_kit.common.map_results import (
     already_dead_lettered,
     dead_letter_messages,
     failed_indexes_of,
     item_outcome,
     unsuccessful_entries,
 )
-from fanout_common.observability import logger, tracer
+from fanout_kit.common.observability import logger, tracer
 
 MAX_BATCH_BYTES = 200 * 1024  # SendMessageBatch: stay well under the request size limit
 

@@ -1,7 +1,7 @@
 """RetryFailedItems: the Map child's step after a worker answered with ``batchItemFailures``.
 Checks the answer, retries only the failed retryable items (the worker invoked again with only
 them, with its retryable policy, within the child's time), dead-letters the items that still fail
-with their own error and cause, and returns the child's verdict (fanout_common.item_failures).
+with their own error and cause, and returns the child's verdict (fanout_kit.common.item_failures).
 Runs only when a worker reports failed items: no cost on the happy path."""
 
 import functools
@@ -13,10 +13,10 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanout_common.item_failures import LAMBDA_TRANSIENT_CODES, Policy, dead_letter_bodies, run_rounds
-from fanout_common.observability import logger, tracer
+from fanout_kit.common.item_failures import LAMBDA_TRANSIENT_CODES, Policy, dead_letter_bodies, run_rounds
+from fanout_kit.common.observability import logger, tracer
 
-PROCESSED_MAX_BYTES = 1024  # statemachines.payload_budget: RetryFailedItems' output
+PROCESSED_MAX_BYTES = 1024  # fanout_kit.statemachines.payload_budget: RetryFailedItems' output
 SAFETY_SECONDS = 3.0  # stop starting rounds this long before the function's own timeout
 
 

@@ -50,12 +50,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from fanout_common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
-from fanout_common.manifest import MANIFEST_PREFIX
-from fanout_common.map_results import ITEMS_DEAD_LETTERED, ITEMS_PARTIALLY_FAILED, RESULTS_PREFIX
+from fanout_kit.common.final_status import BATCH_NOT_CONFIRMED, MAP_FAILURE_UPDATE_EXPRESSION
+from fanout_kit.common.manifest import MANIFEST_PREFIX
+from fanout_kit.common.map_results import ITEMS_DEAD_LETTERED, ITEMS_PARTIALLY_FAILED, RESULTS_PREFIX
 from fanout_runtime.events import BATCH_ITEM_FAILURES
-from statemachines.express_budget import EXPRESS_LIMIT_SECONDS, retrier_ceilings
-from statemachines.retry_policy import (
+from fanout_kit.statemachines.express_budget import EXPRESS_LIMIT_SECONDS, retrier_ceilings
+from fanout_kit.statemachines.retry_policy import (
     KIT_LAMBDA_RETRY_ERRORS,
     SFN_TRANSIENT_ERRORS,
     SQS_TRANSIENT_ERRORS,
@@ -81,7 +81,7 @@ ITEM_RETRY_FAILED = "ItemRetryFailed"  # RetryFailedItems itself failed: the par
 RESULT_PATH = "$.result"  # the worker's answer, then RetryFailedItems' verdict (one slot: no growth)
 ITEM_RETRY_MIN_SECONDS = 5  # RetryFailedItems' shortest timeout (it then only checks and dead-letters)
 ITEM_RETRY_SAFETY_SECONDS = 3  # retry_failed_items.SAFETY_SECONDS: no round starts this close to the end
-ITEM_INVOKE_OVERHEAD_SECONDS = 2  # fanout_common.item_failures.INVOKE_OVERHEAD_SECONDS
+ITEM_INVOKE_OVERHEAD_SECONDS = 2  # fanout_kit.common.item_failures.INVOKE_OVERHEAD_SECONDS
 LAMBDA_MAX_TIMEOUT_SECONDS = 900
 DLQ_SEND_TIMEOUT_SECONDS = 5  # one SQS SendMessage; bounds the child's worst case (Express)
 ITEM_COUNTS = ("Succeeded", "Failed", "TimedOut", "Aborted", "Pending", "Running", "Total")
@@ -111,7 +111,7 @@ class MapRunSettings:
 def item_retry_timeout_seconds(worker: WorkflowTask, express: bool) -> int:
     """The RetryFailedItems function's timeout: the time the child has left for per-item retry
     rounds. An EXPRESS child must end within AWS's 5 minutes with every Retrier of the worker's
-    task exhausted first (``statemachines.express_budget``): what remains after that worst case
+    task exhausted first (``fanout_kit.statemachines.express_budget``): what remains after that worst case
     and the task margin. A STANDARD child: the retryable policy's rounds, each the worker's
     timeout and its backoff ceiling, within Lambda's 900 s."""
     task_seconds = task_timeout_for(worker.function)
@@ -136,7 +136,7 @@ def item_retry_timeout_seconds(worker: WorkflowTask, express: bool) -> int:
     )
     left = EXPRESS_LIMIT_SECONDS - attempts * task_seconds - waits - TASK_TIMEOUT_MARGIN_SECONDS
     # Less than the minimum left: the child is over the limit with it, and the synth-time check
-    # (statemachines.express_budget) refuses it naming the path and the settings to change.
+    # (fanout_kit.statemachines.express_budget) refuses it naming the path and the settings to change.
     return int(min(LAMBDA_MAX_TIMEOUT_SECONDS, max(left, ITEM_RETRY_MIN_SECONDS)))
 
 
@@ -266,7 +266,7 @@ def _item_processor(
         .otherwise(partly_failed)
     )
     failures = f"{RESULT_PATH}.Payload.{BATCH_ITEM_FAILURES}"
-    # The happy path first (statemachines.asl_graph.happy_path and the cost model follow a Choice's
+    # The happy path first (fanout_kit.statemachines.asl_graph.happy_path and the cost model follow a Choice's
     # first rule); presence before null (a missing path in a comparison is a runtime error).
     process.next(
         sfn.Choice(scope, f"Item failures?{suffix}")

@@ -5,15 +5,15 @@ import json
 
 import pytest
 
-from fanout_common.item_failures import InvalidBatchItemFailures, Policy, check_failures, dead_letter_bodies, run_rounds
-from fanout_common.map_results import (
+from fanout_kit.common.item_failures import InvalidBatchItemFailures, Policy, check_failures, dead_letter_bodies, run_rounds
+from fanout_kit.common.map_results import (
     ITEMS_PARTIALLY_FAILED,
     already_dead_lettered,
     failed_items,
     item_outcome,
     partial_cause,
 )
-from fanout_common.outcomes import entry_outcomes
+from fanout_kit.common.outcomes import entry_outcomes
 from fanout_runtime.events import batch_item_failure, batch_item_failures
 from forward_failed_items import item_tally
 

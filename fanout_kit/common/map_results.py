@@ -24,10 +24,10 @@ from typing import Any
 from .json_stream import iter_json_array
 
 RESULTS_PREFIX = "results/"  # where the Distributed Map's ResultWriter writes in the batch data bucket
-ITEMS_DEAD_LETTERED = "ItemsDeadLettered"  # statemachines.map_workflow uses the same name
+ITEMS_DEAD_LETTERED = "ItemsDeadLettered"  # fanout_kit.statemachines.map_workflow uses the same name
 ITEMS_PARTIALLY_FAILED = "ItemsPartiallyFailed"  # some items failed and were dead-lettered; the cause lists them
 UNSUCCESSFUL_GROUPS = ("FAILED", "PENDING")
-CAUSE_MAX_CHARACTERS = 32_000  # a Fail state's cause: at most 32,768 characters (fanout_common.limits)
+CAUSE_MAX_CHARACTERS = 32_000  # a Fail state's cause: at most 32,768 characters (fanout_kit.common.limits)
 
 
 def result_file_keys(manifest: Mapping[str, Any]) -> list[str]:

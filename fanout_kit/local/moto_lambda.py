@@ -401,7 +401,7 @@ class LambdaRouter:
             if injected is not None:
                 raise injected
             event, item_failures = injected_item_failures(event, self.item_faults)
-            if fn.sandboxed:  # the app's own function: its own process (fanout/local/sandbox.py)
+            if fn.sandboxed:  # the app's own function: its own process (fanout_kit/local/sandbox.py)
                 payload, runtime_error = self.sandboxes.invoke(name, event, context)
                 if runtime_error is not None:
                     raise RuntimeReported(runtime_error)

@@ -316,8 +316,8 @@ def plan_redrive(
 def _result_items(s3: Any, bucket: str, manifest_key: str) -> list[dict[str, Any]]:
     """The failed items of every unsuccessful child in a map run's ResultWriter output (of a child
     that reported per-item failures, only the items its cause lists)."""
-    from fanout_common.json_stream import READ_CHUNK_BYTES
-    from fanout_common.map_results import failed_items, unsuccessful_entries
+    from fanout_kit.common.json_stream import READ_CHUNK_BYTES
+    from fanout_kit.common.map_results import failed_items, unsuccessful_entries
 
     def read_json(key: str) -> Any:  # the run's manifest.json: a short list of result files
         return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
