@@ -532,8 +532,12 @@ class routed_lambdas:
 
 
 def _retry_module():
-    """RetryFailedItems' handler module (its backoff waits go to the engine's retry clock)."""
-    return importlib.import_module("retry_failed_items")
+    """RetryFailedItems' handler module (its backoff waits go to the engine's retry clock), loaded
+    as the router loads the kit's handlers (by name, or from the wheel's fanout_kit/lambdas)."""
+    name = "retry_failed_items"
+    if name in sys.modules or importlib.util.find_spec(name) is not None:
+        return importlib.import_module(name)
+    return asset_module(name, LAMBDAS_DIR / f"{name}.py")
 
 
 def _worker_module():

@@ -52,8 +52,9 @@ def test_a_deployed_map_batch_lists_its_failed_items(cli, map_deployment, tmp_pa
     listed = cli("results", "rs-map", "--workflow", "map", "--failed", "--format", "csv")
     assert listed.code == 0, listed.err
     rows = list(csv.DictReader(io.StringIO(listed.out)))
+    # each failed item with its own error (the worker reported them per item: batchItemFailures)
     assert sorted((int(r["index"]), r["status"], r["error"]) for r in rows) == [
-        (1, "FAILED", "ItemsDeadLettered"), (4, "FAILED", "ItemsDeadLettered")]
+        (1, "FAILED", "RetryableTaskError"), (4, "FAILED", "NonRetryableTaskError")]
     assert all(r["result_file"].startswith("results/") for r in rows)
 
 
