@@ -209,9 +209,9 @@ def map_outcomes(source: Any, bucket: str, manifest_key: str, *, failed_only: bo
     manifest = source.read_json(bucket, manifest_key)
     files = (manifest.get("ResultFiles") or {}) if isinstance(manifest, dict) else {}
     for group in MAP_GROUPS:
-        # A SUCCEEDED child holds no failed item today. Once workers report item-level failures
-        # in their Output (issue 20 §2), expanded by entry_outcomes, these files must be read here
-        # with failed_only too.
+        # A SUCCEEDED child holds no failed item: a child whose worker reported item-level
+        # failures (batchItemFailures) ends FAILED (ItemsPartiallyFailed), and entry_outcomes
+        # expands it to the items its cause lists as failed and the others as succeeded.
         if failed_only and group == "SUCCEEDED":
             continue
         for listed in files.get(group) or []:
