@@ -1,5 +1,5 @@
 """The list prices the kit's cost figures use: ``fanout estimate``, the measured cost every local run
-prints, the README's cost table and ``benchmarks/cost_benchmark.py`` all read them from here.
+prints, the cost table of docs/cost.md and ``benchmarks/cost_benchmark.py`` all read them from here.
 
 Pure data (no boto3, no network): AWS public on-demand list prices for one region, with the day they
 were checked and the page each comes from. They are not your bill: no free tier, no Savings Plans,
@@ -29,8 +29,8 @@ compared with the stored copies of the pages the ``search`` tool holds):
   publish to the default bus are free ($1.00 per million custom events): third-party pages only,
   NOT verified against AWS's own pages offline.
 
-Change a figure here and every cost the kit prints, the README table (regenerate it with
-``python -m fanout_kit.cli.cost_table --write``) and the tests follow.
+Change a figure here and every cost the kit prints, the docs' cost table (regenerate it with
+``python -m fanout.cost_table --write``) and the tests follow.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -193,11 +194,34 @@ def test_metering_a_map_run_counts_children_retries_and_the_dead_letter_send(dev
     assert counts["aws_calls"].get("s3:PutObject", 0) >= 1  # the inline items' manifest, the results
 
 
-def test_readme_cost_table_is_what_cost_table_prints(synthesized):
-    from fanout_kit.cli.cost_table import README, readme_block, table
+def test_the_cost_page_table_is_what_cost_table_prints(synthesized):
+    from fanout.cost_table import COST_PAGE, page_block, table
 
-    assert readme_block(README.read_text()) == table(synthesized("prod")), (
-        "README.md's cost table is stale: run .venv/bin/python -m fanout_kit.cli.cost_table --write")
+    assert page_block(COST_PAGE.read_text()) == table(synthesized("prod")), (
+        "docs/cost.md's cost table is stale: run .venv/bin/python -m fanout.cost_table --write")
+
+
+def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
+    """The README's table of patterns gives each pattern's cost per million items: the same totals
+    (and the same shapes: items per child, batch size, shards) as the cost page's generated table."""
+    import re
+
+    from fanout.cost_table import rows
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    quoted = {}
+    for line in readme.splitlines():
+        link = re.match(r"\| \[(Parallel|Distributed Map|Completion ledger)\]\(", line)
+        if link:
+            quoted[link.group(1)] = line.rstrip(" |").rsplit("| ", 1)[1]
+    assert set(quoted) == {"Parallel", "Distributed Map", "Completion ledger"}, quoted
+    computed = dict(zip(("Parallel", "Distributed Map", "Completion ledger"), rows(synthesized("prod"))[:3]))
+    for pattern, (what, cost) in computed.items():
+        shape = what.split(" (", 1)[1].rstrip(")")
+        expected = f"${cost.total_usd:,.2f} ({shape})"
+        assert quoted[pattern] == expected, (
+            f"README.md, the {pattern} row: {quoted[pattern]!r}, the cost table says {expected!r}; "
+            "copy it from docs/cost.md (python -m fanout.cost_table)")
 
 
 def test_the_alternatives_cost_what_their_shape_says(synthesized):

@@ -1,4 +1,5 @@
-"""The README's state machine pictures are generated from the synthesized ASL and kept current."""
+"""The state machine pictures (docs/*.svg, shown on the pattern pages and one in the README) are generated
+from the synthesized ASL and kept current."""
 
 from fanout_kit.cli.graphs import DOCS, render
 
@@ -8,6 +9,13 @@ def test_committed_pictures_match_the_synthesized_definitions(dev_app):
         path = DOCS / name
         assert path.exists(), f"missing {path}: run .venv/bin/python -m fanout_kit.cli.graphs"
         assert path.read_text() == svg, f"{path} is out of date: run .venv/bin/python -m fanout_kit.cli.graphs"
+
+
+def test_each_picture_is_shown_on_its_pattern_page(dev_app):
+    pages = {"parallel-workflow.svg": "patterns/parallel.md", "map-workflow.svg": "patterns/distributed-map.md"}
+    assert set(render(dev_app)) == set(pages)
+    for picture, page in pages.items():
+        assert f"](../{picture})" in (DOCS / page).read_text(), f"docs/{page} does not show {picture}"
 
 
 def test_every_state_is_drawn(dev_app):

@@ -1,11 +1,12 @@
-"""The README's cost table: what one million items cost with each of the kit's patterns and with
-what a user would build instead, computed by ``fanout_kit.cli.cost`` from the synthesized templates of one
-environment (default prod) at the list prices of ``fanout_kit.pricing``.
+"""The cost table of the docs' cost page: what one million items cost with each of the kit's
+patterns and with what a user would build instead, computed by ``fanout.cost`` from the synthesized
+templates of one environment (default prod) at the list prices of ``fanout_kit.pricing``.
 
-    python -m fanout_kit.cli.cost_table            # print the table (Markdown)
-    python -m fanout_kit.cli.cost_table --write    # and put it in README.md between its markers
+    python -m fanout.cost_table            # print the table (Markdown)
+    python -m fanout.cost_table --write    # and put it in docs/cost.md between its markers
 
-``tests/test_cost.py`` checks that README.md holds exactly what this prints.
+``tests/test_cost.py`` checks that docs/cost.md holds exactly what this prints, and that the
+README's table of patterns quotes the same totals per million items.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from typing import Any
 from fanout_kit.cli.cost import Assumptions, Estimate, estimate, estimate_sqs_per_item
 
 ITEMS = 1_000_000
-# also pymdownx.snippets section markers: docs/cost.md includes the table from README.md
-START, END = "<!-- --8<-- [start:cost-table] -->", "<!-- --8<-- [end:cost-table] -->"
-README = Path(__file__).resolve().parents[2] / "README.md"
+START, END = "<!-- cost-table: start (python -m fanout.cost_table --write) -->", "<!-- cost-table: end -->"
+COST_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cost.md"
 
 # column -> the Usage fields it sums
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -72,28 +72,28 @@ def table(app: Any, a: Assumptions | None = None) -> str:
 
 def replace_block(text: str, block: str) -> str:
     if START not in text or END not in text:
-        raise ValueError(f"README.md has no {START} ... {END} block")
+        raise ValueError(f"{COST_PAGE.name} has no {START} ... {END} block")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}\n{END}{tail}"
 
 
-def readme_block(text: str) -> str:
+def page_block(text: str) -> str:
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fanout_kit.cli.cost_table", description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="prod", help="environment from cdk.json (default: prod)")
-    parser.add_argument("--write", action="store_true", help="also put the table in README.md")
+    parser.add_argument("--write", action="store_true", help="also put the table in docs/cost.md")
     args = parser.parse_args(argv)
     from fanout_kit.local.template import synthesize
 
     block = table(synthesize(args.env))
     print(block)
     if args.write:
-        README.write_text(replace_block(README.read_text(), block))
-        print(f"written to {README}", file=sys.stderr)
+        COST_PAGE.write_text(replace_block(COST_PAGE.read_text(), block))
+        print(f"written to {COST_PAGE}", file=sys.stderr)
     return 0
 
 

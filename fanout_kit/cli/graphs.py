@@ -1,4 +1,5 @@
-"""Draw each workflow's state machine (from the synthesized ASL) as an SVG for the README.
+"""Draw each workflow's state machine (from the synthesized ASL) as an SVG for its pattern page
+in docs/ (the README shows the Parallel one).
 
     .venv/bin/python -m fanout_kit.cli.graphs            # writes docs/<workflow>-workflow.svg (dev)
 

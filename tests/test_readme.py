@@ -1,0 +1,85 @@
+"""The README is the newcomer's first page: at most 200 lines (what the kit is, the two commands, a
+taste of the own-app path, the table of patterns, links into the docs site, issue 21), and every
+relative link in it leads somewhere: to a file of this repository and, for a ``page.md#anchor``
+link, to a heading of that page (the site's anchors: mkdocs' toc slugs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_LINES = 200
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")  # [text](target) and ![alt](target)
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks (a link-like string in code is not a link)."""
+    out, fence = [], None
+    for line in text.splitlines():
+        match = FENCE.match(line)
+        if match and fence is None:
+            fence = match.group(1)
+        elif match and line.strip().startswith(fence):
+            fence = None
+        elif fence is None:
+            out.append(line)
+    return "\n".join(out)
+
+
+def slug(heading: str) -> str:
+    """Python-Markdown's toc slug (mkdocs' anchors): lowercase, drop what is not a word character,
+    space or hyphen, spaces to hyphens."""
+    text = re.sub(r"[`*_]|<[^>]+>", "", heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors(page: Path) -> set[str]:
+    return {slug(line.lstrip("#").strip()) for line in prose(page.read_text()).splitlines()
+            if re.match(r"#{1,6} ", line)}
+
+
+def broken_links(text: str, base: Path) -> list[str]:
+    broken = []
+    for target in LINK.findall(prose(text)):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # http(s):, mailto:, and the README's own anchors (GitHub's, not checked here)
+        path, _, anchor = target.partition("#")
+        file = (base / path).resolve()
+        if not file.exists() or ROOT not in file.parents:
+            broken.append(f"{target}: no such file")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(f"{target}: no heading #{anchor} in {path}")
+    return broken
+
+
+def test_the_readme_has_at_most_200_lines():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= MAX_LINES, (
+        f"README.md has {len(lines)} lines, at most {MAX_LINES}: move the detail to its page in docs/")
+
+
+def test_every_relative_link_in_the_readme_points_at_an_existing_file():
+    assert broken_links(README.read_text(), ROOT) == []
+
+
+def test_the_readme_links_into_every_page_of_the_site():
+    linked = {target.partition("#")[0] for target in LINK.findall(prose(README.read_text()))}
+    pages = {"docs/getting-started.md", "docs/patterns/parallel.md", "docs/patterns/distributed-map.md",
+             "docs/patterns/completion-ledger.md", "docs/operations.md", "docs/cost.md", "docs/testing.md",
+             "docs/local-engine.md", "docs/design.md", "docs/benchmarks.md"}
+    assert pages <= linked, pages - linked
+
+
+def test_a_broken_link_or_anchor_is_reported():
+    text = ("[ok](docs/cost.md) [ok](docs/cost.md#per-million-items) ![pic](docs/map-workflow.svg)\n"
+            "[gone](docs/no-such-page.md) [bad anchor](docs/cost.md#no-such-heading) [web](https://aws.amazon.com)\n"
+            "```\n[in code](not/a/link.md)\n```\n")
+    assert broken_links(text, ROOT) == [
+        "docs/no-such-page.md: no such file", "docs/cost.md#no-such-heading: no heading #no-such-heading in docs/cost.md"]
+    assert slug("Your own CDK app") == "your-own-cdk-app"
+    assert slug("Final status rules (DynamoDB, one item per `batchId`)") == "final-status-rules-dynamodb-one-item-per-batchid"
