@@ -76,7 +76,7 @@ def test_a_lambda_error_cause_is_one_line():
 
 
 def test_dlq_send_failures_are_retried_when_a_task_is_dead_lettered(capsys):
-    """README: --fail NotifyCustomer=permanent --dlq-send-failures 2: the DLQ send fails twice, is
+    """docs/getting-started.md: --fail NotifyCustomer=permanent --dlq-send-failures 2: the DLQ send fails twice, is
     retried, and the message arrives."""
     assert main(["run", EXAMPLE, "--no-sleep", "--fail", "NotifyCustomer=permanent", "--dlq-send-failures", "2"]) == 1
     out = capsys.readouterr().out

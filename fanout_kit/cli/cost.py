@@ -374,7 +374,7 @@ def _failed_task(p_fail: float, functions: Mapping[str, Function], a: Assumption
 def estimate(template: Mapping[str, Any], workflow: str, items: int, region: str,
              a: Assumptions | None = None, *, map_changes: Mapping[str, Any] | None = None) -> Estimate:
     """The usage of one batch of ``items`` items (Parallel: task runs) from the synthesized
-    ``template`` of ``workflow``; ``map_changes`` (the README's alternatives) edits its Map states."""
+    ``template`` of ``workflow``; ``map_changes`` (the cost table's alternatives) edits its Map states."""
     a = a or Assumptions()
     if workflow == "ledger":
         return _estimate_ledger(template, items, a)
