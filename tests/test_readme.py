@@ -83,3 +83,27 @@ def test_a_broken_link_or_anchor_is_reported():
         "docs/no-such-page.md: no such file", "docs/cost.md#no-such-heading: no heading #no-such-heading in docs/cost.md"]
     assert slug("Your own CDK app") == "your-own-cdk-app"
     assert slug("Final status rules (DynamoDB, one item per `batchId`)") == "final-status-rules-dynamodb-one-item-per-batchid"
+
+
+def test_the_readme_taste_of_your_own_app_synthesizes(tmp_path):
+    """The README's own-app snippet is a complete CDK app: run as written (with a functions/ folder),
+    it synthesizes a Parallel workflow of the two tasks and the outputs the `fanout` command reads."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.MULTILINE | re.DOTALL)
+    assert blocks, "README.md shows no Python block"
+    (tmp_path / "app.py").write_text(blocks[0])
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "functions" / "work.py").write_text("def handler(event, context):\n    return {}\n")
+    done = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CDK_OUTDIR": str(tmp_path / "cdk.out")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    template = json.loads((tmp_path / "cdk.out" / "Orders.template.json").read_text())
+    (machine,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    assert "Run Reserve" in definition and "Run Charge" in definition
+    for output in ("StateMachineArn", "DeadLetterQueueUrl", "StatusTableName"):  # add_outputs()
+        assert any(key.startswith(f"Orders{output}") for key in template["Outputs"]), (output, list(template["Outputs"]))
