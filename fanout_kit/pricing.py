@@ -30,7 +30,7 @@ compared with the stored copies of the pages the ``search`` tool holds):
   NOT verified against AWS's own pages offline.
 
 Change a figure here and every cost the kit prints, the docs' cost table (regenerate it with
-``python -m fanout.cost_table --write``) and the tests follow.
+``python -m fanout_kit.cli.cost_table --write``) and the tests follow.
 """
 
 from __future__ import annotations

@@ -195,10 +195,10 @@ def test_metering_a_map_run_counts_children_retries_and_the_dead_letter_send(dev
 
 
 def test_the_cost_page_table_is_what_cost_table_prints(synthesized):
-    from fanout.cost_table import COST_PAGE, page_block, table
+    from fanout_kit.cli.cost_table import COST_PAGE, page_block, table
 
     assert page_block(COST_PAGE.read_text()) == table(synthesized("prod")), (
-        "docs/cost.md's cost table is stale: run .venv/bin/python -m fanout.cost_table --write")
+        "docs/cost.md's cost table is stale: run .venv/bin/python -m fanout_kit.cli.cost_table --write")
 
 
 def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
@@ -206,7 +206,7 @@ def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
     (and the same shapes: items per child, batch size, shards) as the cost page's generated table."""
     import re
 
-    from fanout.cost_table import rows
+    from fanout_kit.cli.cost_table import rows
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     quoted = {}
@@ -221,7 +221,7 @@ def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
         expected = f"${cost.total_usd:,.2f} ({shape})"
         assert quoted[pattern] == expected, (
             f"README.md, the {pattern} row: {quoted[pattern]!r}, the cost table says {expected!r}; "
-            "copy it from docs/cost.md (python -m fanout.cost_table)")
+            "copy it from docs/cost.md (python -m fanout_kit.cli.cost_table)")
 
 
 def test_the_alternatives_cost_what_their_shape_says(synthesized):

@@ -1,9 +1,9 @@
 """The cost table of the docs' cost page: what one million items cost with each of the kit's
-patterns and with what a user would build instead, computed by ``fanout.cost`` from the synthesized
+patterns and with what a user would build instead, computed by ``fanout_kit.cli.cost`` from the synthesized
 templates of one environment (default prod) at the list prices of ``fanout_kit.pricing``.
 
-    python -m fanout.cost_table            # print the table (Markdown)
-    python -m fanout.cost_table --write    # and put it in docs/cost.md between its markers
+    python -m fanout_kit.cli.cost_table            # print the table (Markdown)
+    python -m fanout_kit.cli.cost_table --write    # and put it in docs/cost.md between its markers
 
 ``tests/test_cost.py`` checks that docs/cost.md holds exactly what this prints, and that the
 README's table of patterns quotes the same totals per million items.
@@ -19,7 +19,7 @@ from typing import Any
 from fanout_kit.cli.cost import Assumptions, Estimate, estimate, estimate_sqs_per_item
 
 ITEMS = 1_000_000
-START, END = "<!-- cost-table: start (python -m fanout.cost_table --write) -->", "<!-- cost-table: end -->"
+START, END = "<!-- cost-table: start (python -m fanout_kit.cli.cost_table --write) -->", "<!-- cost-table: end -->"
 COST_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cost.md"
 
 # column -> the Usage fields it sums
