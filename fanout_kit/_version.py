@@ -4,4 +4,4 @@ pyproject.toml reads it for the wheel's metadata (hatch's version source), ``fan
 prints it and the documentation shows it; CHANGELOG.md has a section for it.
 """
 
-__version__ = "0.13.0"
+__version__ = "0.14.0"
