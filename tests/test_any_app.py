@@ -125,3 +125,28 @@ def test_the_outputs_lists_cover_what_the_command_line_and_the_engine_read():
     from fanout_kit.ops.aws import REQUIRED_OUTPUTS as cli_required
 
     assert cli_required is REQUIRED_OUTPUTS  # one list, the constructs'
+
+
+def test_a_map_in_a_stack_without_env_runs_locally_in_the_default_region(tmp_path, monkeypatch):
+    """An env-agnostic stack run with no AWS_REGION set runs in us-east-1, where S3 refuses a
+    LocationConstraint: the engine created the batch bucket with one and `fanout run --app` ended
+    in a traceback (InvalidLocationConstraint)."""
+    from fanout_kit.local.app_source import load_app
+    from fanout_kit.local.engine import LocalEngine
+
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    (functions / "worker.py").write_text("def handler(event, context):\n    return {'processed': len(event['items'])}\n")
+    app = App(outdir=str(tmp_path / "cdk.out"), analytics_reporting=False)
+    stack = Stack(app, "NoEnv")  # no env
+    worker = lambda_.Function(stack, "Worker", runtime=lambda_.Runtime.PYTHON_3_13, handler="worker.handler",
+                              code=lambda_.Code.from_asset(str(functions)), timeout=Duration.seconds(10))
+    DistributedMapFanOut(stack, "Items", worker=FanOutTask("ProcessItem", worker)).add_outputs()
+    app.synth()
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    local, found = load_app(tmp_path / "cdk.out", kind="map")
+    assert (found.kind, local.region) == ("map", "us-east-1")
+    with LocalEngine(local, workflows=("map",), sleep_retries=False) as engine:
+        result = engine.run("map", {"batchId": "no-env", "items": [{"n": i} for i in range(3)]})
+    assert result.status == "SUCCEEDED", result.cause

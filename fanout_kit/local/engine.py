@@ -499,7 +499,11 @@ class LocalEngine:
             local.streams[lid] = attrs[(lid, "Arn")]
         for lid, res in resources_of_type(template, "AWS::S3::Bucket").items():
             s3 = self.client("s3")
-            s3.create_bucket(Bucket=refs[lid], CreateBucketConfiguration={"LocationConstraint": self.region})
+            # S3 refuses LocationConstraint us-east-1 (InvalidLocationConstraint): a bucket there is
+            # created without one (S3 API reference, CreateBucket: "If you don't specify a Region,
+            # the bucket is created in the US East (N. Virginia) Region (us-east-1)")
+            where = {} if self.region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": self.region}}
+            s3.create_bucket(Bucket=refs[lid], **where)
             versioning = (res.get("Properties") or {}).get("VersioningConfiguration", {}).get("Status")
             if versioning:
                 s3.put_bucket_versioning(Bucket=refs[lid], VersioningConfiguration={"Status": versioning})
