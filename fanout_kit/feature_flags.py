@@ -14,6 +14,10 @@ keeps the list complete and proves each entry):
   resources); the construct sets it to ``value``.
 * ``POLICY_FORM``: read at the stack level, so it cannot be pinned, and changes only the form of
   the kit's IAM policies (statement order and merging), never a permission: accepted.
+* ``PARTITION_FORM``: read by ``Stack.partition`` at the stack level, so it cannot be pinned; with
+  a region known at synth, ARNs carry that region's partition literally (``aws``) instead of
+  ``{"Ref": "AWS::Partition"}``, which CloudFormation resolves to the same value: accepted (proven by
+  comparing the templates with the partition resolved).
 * ``APP_ONLY``: changes only resources the app creates itself (its own functions' log groups), never
   the kit's; left to the app.
 * ``NO_EFFECT``: changes nothing the constructs synthesize (the flag concerns a service or a feature
@@ -34,12 +38,13 @@ from constructs import Construct
 from fanout_kit.statemachines.checks import ConfigError
 
 PIN, POLICY_FORM, APP_ONLY, NO_EFFECT = "pin", "policy-form", "app-only", "no-effect"
+PARTITION_FORM = "partition-form"
 
 
 @dataclass(frozen=True)
 class Flag:
     value: object  # the value in this repository's cdk.json (and the one pinned)
-    handling: str  # PIN, POLICY_FORM, APP_ONLY or NO_EFFECT
+    handling: str  # PIN, POLICY_FORM, PARTITION_FORM, APP_ONLY or NO_EFFECT
     why: str = ""
 
 
@@ -61,6 +66,13 @@ _POLICY_FORM = {
         True, POLICY_FORM, "read when the stack resolves its template (the stack's value, not the "
         "construct's: it cannot be pinned); it sorts and merges the statements of the kit's policies, the "
         "permissions stay the same (proven action by action, resource by resource)"),
+}
+
+_PARTITION_FORM = {
+    "@aws-cdk/core:enablePartitionLiterals": Flag(
+        False, PARTITION_FORM, "read by Stack.partition (the stack's value: it cannot be pinned); in a stack with "
+        "a region, true writes that region's partition literally in the kit's ARNs instead of a Ref to "
+        "AWS::Partition: the same values once deployed (proven with the partition resolved)"),
 }
 
 _APP_ONLY = {
@@ -147,7 +159,6 @@ _NO_EFFECT_FLAGS = {
     "@aws-cdk/core:aspectPrioritiesMutating": True,
     "@aws-cdk/core:cfnIncludeRejectComplexResourceUpdateCreatePolicyIntrinsics": True,
     "@aws-cdk/core:defaultCrossStackReferences": "weak",
-    "@aws-cdk/core:enablePartitionLiterals": False,
     "@aws-cdk/core:explicitStackTags": True,
     "@aws-cdk/core:includePrefixInUniqueNameGeneration": True,
     "@aws-cdk/core:validateAgainstDefaultRules": True,
@@ -157,6 +168,7 @@ _NO_EFFECT_FLAGS = {
 FLAGS: dict[str, Flag] = {
     **_PINNED,
     **_POLICY_FORM,
+    **_PARTITION_FORM,
     **_APP_ONLY,
     **{name: Flag(value, NO_EFFECT) for name, value in _NO_EFFECT_FLAGS.items()},
 }

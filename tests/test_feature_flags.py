@@ -15,7 +15,16 @@ from aws_cdk import aws_lambda as lambda_
 
 from fanout_kit import CompletionLedger, ConfigError, DistributedMapFanOut, FanOutTask, ParallelFanOut
 from fanout_kit import feature_flags
-from fanout_kit.feature_flags import APP_ONLY, FLAGS, NO_EFFECT, PIN, PINNED, POLICY_FORM, is_feature_flag
+from fanout_kit.feature_flags import (
+    APP_ONLY,
+    FLAGS,
+    NO_EFFECT,
+    PARTITION_FORM,
+    PIN,
+    PINNED,
+    POLICY_FORM,
+    is_feature_flag,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CDK_JSON_FLAGS = {k: v for k, v in json.loads((ROOT / "cdk.json").read_text())["context"].items() if is_feature_flag(k)}
@@ -80,6 +89,36 @@ def definitions_and_policies(resources: dict[str, dict]) -> dict[str, object]:
     return found
 
 
+def partition_resolved(value: object, partition: str = "aws") -> object:
+    """``value`` as CloudFormation deploys it in ``partition``: {"Ref": "AWS::Partition"} resolved and
+    every Fn::Join of plain strings joined (the PARTITION_FORM flag's literal form compares equal)."""
+    if isinstance(value, list):
+        return [partition_resolved(v, partition) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value == {"Ref": "AWS::Partition"}:
+        return partition
+    if set(value) == {"Fn::Join"}:
+        separator, parts = value["Fn::Join"]
+        merged: list[object] = []
+        for part in (partition_resolved(p, partition) for p in parts):
+            if isinstance(part, str) and merged and isinstance(merged[-1], str):
+                merged[-1] = f"{merged[-1]}{separator}{part}"
+            else:
+                merged.append(part)
+        if len(merged) == 1 and isinstance(merged[0], str):
+            return merged[0]
+        return {"Fn::Join": [separator, merged]}
+    return {k: partition_resolved(v, partition) for k, v in value.items()}
+
+
+def test_partition_resolved_joins_what_cloudformation_would_join():
+    joined = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::1:root"]]}
+    assert partition_resolved(joined) == "arn:aws:iam::1:root"
+    kept = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":sqs:", {"Ref": "Queue"}]]}
+    assert partition_resolved(kept) == {"Fn::Join": ["", ["arn:aws:sqs:", {"Ref": "Queue"}]]}
+
+
 def except_policies(resources: dict[str, dict]) -> dict[str, dict]:
     return {lid: r for lid, r in resources.items() if r["Type"] not in (*POLICY_TYPES, "AWS::IAM::Role")}
 
@@ -95,7 +134,7 @@ def test_every_flag_of_this_apps_cdk_json_is_classified():
     assert set(FLAGS) == set(CDK_JSON_FLAGS), (
         f"unclassified: {sorted(set(CDK_JSON_FLAGS) - set(FLAGS))}; stale: {sorted(set(FLAGS) - set(CDK_JSON_FLAGS))}")
     assert {k: f.value for k, f in FLAGS.items()} == CDK_JSON_FLAGS
-    assert {f.handling for f in FLAGS.values()} == {PIN, POLICY_FORM, APP_ONLY, NO_EFFECT}
+    assert {f.handling for f in FLAGS.values()} == {PIN, POLICY_FORM, PARTITION_FORM, APP_ONLY, NO_EFFECT}
     assert all(f.why for f in FLAGS.values() if f.handling != NO_EFFECT)
     assert PINNED["@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2"] is True
     assert feature_flags.STACK_LEVEL == {}  # no flag the kit relies on is read above the construct
@@ -165,5 +204,7 @@ def test_each_flag_alone_changes_nothing_the_kit_synthesizes(flagless, flag, env
             for workflow in CONSTRUCTS:
                 assert definitions_and_policies(resources[workflow]) == definitions_and_policies(base[workflow]), where
                 assert except_policies(resources[workflow]) == except_policies(base[workflow]), where
+        elif FLAGS[flag].handling == PARTITION_FORM:
+            assert partition_resolved(resources) == partition_resolved(base), where
         else:
             assert resources == base, where
