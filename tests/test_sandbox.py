@@ -180,3 +180,43 @@ def test_the_ledger_never_reruns_work_for_a_namespace_read_before_the_stack_set_
     assert facts["ledger_status"] == "COMPLETED"
     assert errors == []
     assert facts["update_final_status_invocations"] == 1
+
+
+def test_an_item_fault_of_a_sandboxed_map_worker_fails_that_item_only(tmp_path):
+    """``fanout run --app --fail-item 2=transient`` on an app whose Map worker is its own (sandboxed)
+    function: the worker runs the other items, RetryFailedItems gets the child's whole batch (the
+    fault is the worker's, not injected into RetryFailedItems' own event) and retries item 2 alone,
+    so the batch succeeds. Before the fix RetryFailedItems got items [0, 1, 3, 4] and dead-lettered
+    the batch: InvalidBatchItemFailures (2 is not an index of this batch)."""
+    from aws_cdk import App, Duration, Stack
+    from aws_cdk import aws_lambda as lambda_
+
+    from fanout_kit import DistributedMapFanOut, FanOutTask
+    from fanout_kit.local.app_source import load_app
+    from fanout_kit.local.engine import LocalEngine
+    from fanout_kit.local.moto_lambda import InjectedFault
+
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    (functions / "items.py").write_text(
+        'def handler(event, context):\n    return {"processed": [entry["index"] for entry in event["items"]]}\n'
+    )
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    stack = Stack(app, "Items")
+    worker = lambda_.Function(stack, "ItemWorker", runtime=lambda_.Runtime.PYTHON_3_13, handler="items.handler",
+                              code=lambda_.Code.from_asset(str(functions)), timeout=Duration.seconds(10))
+    DistributedMapFanOut(stack, "Map", worker=FanOutTask("Item", worker))
+    app.synth()
+    synthesized, _ = load_app(tmp_path / "cdk.out", kind="map")
+    items = [{"n": n} for n in range(5)]
+    with LocalEngine(synthesized, workflows=("map",), sleep_retries=False) as engine:
+        functions = engine.router.functions.values()
+        (worker_id,) = [f.name for f in functions if f.sandboxed]
+        (retry_id,) = [f.name for f in functions if f.handler == "retry_failed_items.handler"]
+        engine.router.item_faults[2] = InjectedFault("transient")
+        result = engine.run("map", {"batchId": "one-transient", "items": items})
+        retry_events = [r.event for r in engine.router.invocations if r.function == retry_id]
+        worker_items = [[e["index"] for e in r.event["items"]] for r in engine.router.invocations if r.function == worker_id]
+    assert [[e["index"] for e in event["items"]] for event in retry_events] == [[0, 1, 2, 3, 4]]
+    assert worker_items == [[0, 1, 2, 3, 4], [2]]  # as invoked: the whole batch, then item 2 retried alone
+    assert result.status == "SUCCEEDED", result.history[-1]

@@ -396,13 +396,19 @@ class LambdaRouter:
         events = _RUNNING.__dict__.setdefault("events", [])
         events.append(event)
         began = time.perf_counter()
+        # Map item faults belong to the Map's worker. RetryFailedItems is invoked with the same
+        # {"items": [...]} shape (the child's whole batch, to check the worker's batchItemFailures
+        # against): injecting there would drop the failed item from the batch it checks and answer
+        # for it (InvalidBatchItemFailures); its own worker invocations are injected as the worker's.
+        item_faults = {} if _receives_batch_only(fn) else self.item_faults
         try:
-            injected = injected_failure(event, self.task_faults, self.item_faults)
+            injected = injected_failure(event, self.task_faults, item_faults)
             if injected is not None:
                 raise injected
-            event, item_failures = injected_item_failures(event, self.item_faults)
+            # the worker runs its other items (the caller's event and the record keep them all)
+            run_event, item_failures = injected_item_failures(event, item_faults)
             if fn.sandboxed:  # the app's own function: its own process (fanout_kit/local/sandbox.py)
-                payload, runtime_error = self.sandboxes.invoke(name, event, context)
+                payload, runtime_error = self.sandboxes.invoke(name, run_event, context)
                 if runtime_error is not None:
                     raise RuntimeReported(runtime_error)
                 result = merge_item_failures(json.loads(payload), item_failures)
@@ -411,7 +417,7 @@ class LambdaRouter:
                 handler = self._handler(fn)
                 if fn.environment is not None:
                     use_metrics_namespace(fn.environment.get(METRICS_NAMESPACE_ENV))
-                result = merge_item_failures(handler(event, context), item_failures)
+                result = merge_item_failures(handler(run_event, context), item_failures)
                 try:
                     payload = json.dumps(result)
                 except (TypeError, ValueError) as exc:  # what the Python runtime answers
@@ -531,10 +537,20 @@ class routed_lambdas:
             LambdaSimpleBackend.invoke = _ORIGINAL_INVOKE
 
 
+RETRY_FAILED_ITEMS_MODULE = "retry_failed_items"  # the kit's RetryFailedItems handler module
+
+
+def _receives_batch_only(fn: LocalFunction) -> bool:
+    """Whether ``fn`` is the kit's RetryFailedItems (run in this process, by its module name as
+    ``LambdaRouter._handler`` loads the kit's handlers): it receives a Map child's batch but is not
+    the worker that processes its items, so item faults are not injected into it."""
+    return not fn.sandboxed and fn.handler.rpartition(".")[0] == RETRY_FAILED_ITEMS_MODULE
+
+
 def _retry_module():
     """RetryFailedItems' handler module (its backoff waits go to the engine's retry clock), loaded
     as the router loads the kit's handlers (by name, or from the wheel's fanout_kit/lambdas)."""
-    name = "retry_failed_items"
+    name = RETRY_FAILED_ITEMS_MODULE
     if name in sys.modules or importlib.util.find_spec(name) is not None:
         return importlib.import_module(name)
     return asset_module(name, LAMBDAS_DIR / f"{name}.py")
