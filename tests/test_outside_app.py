@@ -389,7 +389,7 @@ def test_a_ledger_batch_is_finalized_once(shop):
 def test_iam_report_app_covers_the_three_constructs(shop):
     done = fanout(shop, "iam-report", "--app", "cdk.out", code=0)
     for scenario in ("/ShopApp/Orders: parallel: the redrive of Reserve finalizes the batch",
-                     "/ShopApp/Items: map: one item fails permanently (injected), is dead-lettered",
+                     "/ShopApp/Items: map: one item fails permanently (injected), is retried alone and dead-lettered (batch FAILED)",
                      "/ShopApp/Ledger: ledger: six children over SQS, one dead-lettered"):
         assert scenario in done.stdout
     assert ", 0 denied," in done.stdout.strip().splitlines()[-1]
