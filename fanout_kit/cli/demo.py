@@ -77,18 +77,8 @@ def plan_run(args: Any) -> RunPlan:
             f"--fail {args.fail[0]}: applies to the Parallel workflow's tasks; make a Map item fail "
             "with --fail-item INDEX=MODE"
         )
-    if args.dlq_send_failures < 0:
-        raise CliError(f"--dlq-send-failures {args.dlq_send_failures}: must be 0 or more")
-    task_faults = [parse_task_fault(f) for f in args.fail or []]
-    item_faults = [parse_item_fault(f) for f in args.fail_item or []]
-    lambda_faults = [parse_lambda_fault(f) for f in args.lambda_fault or []]
-    faults = task_faults + [fault for _, fault in item_faults]
-    if args.dlq_send_failures and not any(f.mode in DEAD_LETTERING_MODES for f in faults):
-        example = "--fail NotifyCustomer=permanent" if workflow == "parallel" else "--fail-item 7=permanent"
-        raise CliError(
-            f"--dlq-send-failures {args.dlq_send_failures}: nothing is dead-lettered in this run, so "
-            f"no DLQ send can fail; add a permanent or fatal failure, e.g. {example}"
-        )
+    example = ", e.g. --fail NotifyCustomer=permanent" if workflow == "parallel" else ", e.g. --fail-item 7=permanent"
+    task_faults, item_faults, lambda_faults = _parse_faults(args, example)
 
     cfg = environment(args.env)
     name = check_name(args.name) if args.name else f"local-{uuid.uuid4().hex[:12]}"
@@ -111,13 +101,9 @@ def plan_run(args: Any) -> RunPlan:
     return RunPlan(cfg, workflow, name, execution_input, lambda_faults, manifest)
 
 
-def _plan_app_run(args: Any) -> RunPlan:
-    """``fanout run --app PATH``: the checks that need no synth (flags, input file, manifest
-    format); the faults are injected by the engine into the app's own functions (any code), the
-    input is validated by the workflow's own first state."""
-    from fanout_kit.cli.inputs import check_size, label_of, read_input
-    from fanout_kit.ops.start import check_name
-
+def _parse_faults(args: Any, example: str) -> tuple[list, list, list]:
+    """--fail, --fail-item and --lambda-fault parsed (one line each when wrong), and
+    --dlq-send-failures checked against them (``example``: the message's end, a fault that dead-letters)."""
     if args.dlq_send_failures < 0:
         raise CliError(f"--dlq-send-failures {args.dlq_send_failures}: must be 0 or more")
     task_faults = [parse_task_fault(f) for f in args.fail or []]
@@ -127,8 +113,19 @@ def _plan_app_run(args: Any) -> RunPlan:
     if args.dlq_send_failures and not any(f.mode in DEAD_LETTERING_MODES for f in faults):
         raise CliError(
             f"--dlq-send-failures {args.dlq_send_failures}: nothing is dead-lettered in this run, so "
-            "no DLQ send can fail; add a permanent or fatal failure (--fail TASK=permanent or --fail-item 7=permanent)"
+            f"no DLQ send can fail; add a permanent or fatal failure{example}"
         )
+    return task_faults, item_faults, lambda_faults
+
+
+def _plan_app_run(args: Any) -> RunPlan:
+    """``fanout run --app PATH``: the checks that need no synth (flags, input file, manifest
+    format); the faults are injected by the engine into the app's own functions (any code), the
+    input is validated by the workflow's own first state."""
+    from fanout_kit.cli.inputs import check_size, label_of, read_input
+    from fanout_kit.ops.start import check_name
+
+    task_faults, item_faults, lambda_faults = _parse_faults(args, " (--fail TASK=permanent or --fail-item 7=permanent)")
     if args.workflow == "parallel" and (args.fail_item or args.manifest):
         flag = "--fail-item" if args.fail_item else "--manifest"
         raise CliError(f"{flag}: applies to a Map workflow's items (--workflow map)")
