@@ -29,7 +29,7 @@ from stacks.runtime_node import use_venv_node  # noqa: E402
 
 use_venv_node()
 
-from fanout_kit.cli.cost import COMPONENTS, Assumptions, estimate, price_lines  # noqa: E402
+from fanout_kit.shared.cost import COMPONENTS, Assumptions, estimate, price_lines  # noqa: E402
 from fanout_kit.local.engine import LocalEngine  # noqa: E402
 from fanout_kit.local.template import synthesize  # noqa: E402
 

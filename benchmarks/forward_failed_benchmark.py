@@ -114,7 +114,7 @@ def measure(mode: str, items: int) -> dict:
     os.environ.update({"DLQ_URL": "https://sqs.local/q", "TASK_NAME": "ProcessItem", "POWERTOOLS_LOG_LEVEL": "ERROR",
                        "POWERTOOLS_TRACE_DISABLED": "true", "AWS_DEFAULT_REGION": "eu-west-1"})
     sys.path[:0] = [str(ROOT), str(ROOT / "lambdas")]
-    import forward_failed_items  # the deployed handler, boto3 and Powertools with it
+    from fanout_kit.patterns.distributed_map.handlers import forward_failed_items  # the deployed handler, boto3 and Powertools with it
 
     children = items // ITEMS_PER_BATCH
     context = Context()

@@ -8,7 +8,7 @@ writers, the DynamoDB contention model off and on, and the counter unsharded (K=
 
 ``--json`` prints one JSON object per variant per line; otherwise a table.
 
-``--stress`` (fanout_kit/local/ledger_stress.py): 500 concurrent invocations drain one batch of 1,000
+``--stress`` (benchmarks/ledger_stress.py): 500 concurrent invocations drain one batch of 1,000
 children, each delivered once, immediate redelivery, maxReceiveCount 3, a 15 ms in-flight window,
 with 1 and 8 counter shards; per shard count it prints ``finalized`` (must be exactly 1),
 ``false_failures`` (children counted FAILED although their work succeeded: must be 0),
@@ -67,9 +67,9 @@ from fanout_kit.local.dynamodb_contention import (  # noqa: E402
     dynamodb_contention,
     modelled_batch_ceiling,
 )
-from fanout_kit.local.ledger_stress import RequestCounter, create_ledger_table, stress  # noqa: E402
+from benchmarks.ledger_stress import RequestCounter, create_ledger_table, stress  # noqa: E402
 from fanout_kit.local.moto_fixes import serialized_dynamodb_writes  # noqa: E402
-from fanout_kit.common.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
+from fanout_kit.patterns.completion_ledger.ledger import Ledger, LedgerContention, Outcome  # noqa: E402
 
 PARTITION_RCU_PER_SECOND = 3000
 
@@ -151,7 +151,7 @@ STRESS_FIELDS = ("code", "shards", "invocations", "children", "max_receive_count
 def run_stress(args: argparse.Namespace) -> int:
     """The --stress variant (see the module docstring); exit 1 unless every run finalized exactly
     once with no false failure."""
-    from fanout_kit.common.observability import logger
+    from fanout_kit.shared.observability import logger
 
     logger.setLevel("ERROR")  # no log line per child
     invocations = args.invocations

@@ -41,7 +41,7 @@ from moto.dynamodb.models import DynamoDBBackend  # noqa: E402
 from fanout_kit.local.engine import LocalEngine  # noqa: E402
 from fanout_kit.local.history import state_transitions  # noqa: E402
 from fanout_kit.local.template import state_machine_definitions, synthesize  # noqa: E402
-from fanout_kit.statemachines.asl_graph import happy_path_transitions  # noqa: E402
+from fanout_kit.shared.asl_graph import happy_path_transitions  # noqa: E402
 
 
 class WriteCounter:
@@ -120,7 +120,7 @@ def run(n: int, app) -> dict:
 
 def prepare_memory(n: int) -> dict:
     """Peak memory of the manifest check, streamed (PrepareBatch) vs read whole (before)."""
-    from fanout_kit.common.manifest import READ_CHUNK_BYTES, count_items, iter_manifest
+    from fanout_kit.patterns.distributed_map.manifest import READ_CHUNK_BYTES, count_items, iter_manifest
 
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write("[")

@@ -39,7 +39,7 @@ from fanout_kit.local.engine import LocalEngine  # noqa: E402
 from fanout_kit.local.history import state_transitions  # noqa: E402
 from fanout_kit.local.template import state_machine_definitions, synthesize  # noqa: E402
 from fanout_runtime.faults import SIMULATE_KEY  # noqa: E402
-from fanout_kit.statemachines.asl_graph import happy_path_transitions  # noqa: E402
+from fanout_kit.shared.asl_graph import happy_path_transitions  # noqa: E402
 
 DEFAULT_POISON = (17, 50_003, 99_998)
 

@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Iterator
 
-from fanout_kit.common.manifest import READ_CHUNK_BYTES, count_items, iter_manifest
+from fanout_kit.patterns.distributed_map.manifest import READ_CHUNK_BYTES, count_items, iter_manifest
 
 VCPU_MB = 1769  # AWS: one full vCPU at 1,769 MB
 SAFETY = 2.0  # the function timeout leaves this factor over the estimate

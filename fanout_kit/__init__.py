@@ -3,8 +3,8 @@
     from fanout_kit import ParallelFanOut, DistributedMapFanOut, CompletionLedger, FanOutTask
 
 Props that are plain data (retries, alarm thresholds, map and ledger settings, what every
-resource shares) come from ``fanout_kit.settings`` and are re-exported here. Every name is
-imported on first use (PEP 562 ``__getattr__``): ``fanout_kit.settings`` can be used without loading
+resource shares) come from ``fanout_kit.shared.settings`` and are re-exported here. Every name is
+imported on first use (PEP 562 ``__getattr__``): ``fanout_kit.shared.settings`` can be used without loading
 the CDK, and in Lambda, where the kit's handlers import ``fanout_kit.common.*`` from their code
 asset, this module loads nothing but ``_version`` (the asset holds only what the handlers import).
 """
@@ -17,18 +17,18 @@ from typing import Any
 from fanout_kit._version import __version__
 
 _LAZY = {
-    "AlarmThresholds": "fanout_kit.settings",
-    "LedgerSettings": "fanout_kit.settings",
-    "MapSettings": "fanout_kit.settings",
-    "ResourceSettings": "fanout_kit.settings",
-    "WorkflowRetries": "fanout_kit.settings",
-    "ConfigError": "fanout_kit.statemachines.checks",
-    "RetrySettings": "fanout_kit.statemachines.retry_policy",
-    "ParallelFanOut": "fanout_kit.parallel",
-    "FanOutTask": "fanout_kit.parallel",
-    "DistributedMapFanOut": "fanout_kit.distributed_map",
-    "CompletionLedger": "fanout_kit.ledger",
-    "KitFunction": "fanout_kit.functions",
+    "AlarmThresholds": "fanout_kit.shared.settings",
+    "LedgerSettings": "fanout_kit.shared.settings",
+    "MapSettings": "fanout_kit.shared.settings",
+    "ResourceSettings": "fanout_kit.shared.settings",
+    "WorkflowRetries": "fanout_kit.shared.settings",
+    "ConfigError": "fanout_kit.shared.checks",
+    "RetrySettings": "fanout_kit.shared.retry_policy",
+    "ParallelFanOut": "fanout_kit.patterns.parallel.construct",
+    "FanOutTask": "fanout_kit.patterns.parallel.construct",
+    "DistributedMapFanOut": "fanout_kit.patterns.distributed_map.construct",
+    "CompletionLedger": "fanout_kit.patterns.completion_ledger.construct",
+    "KitFunction": "fanout_kit.shared.functions",
 }
 
 __all__ = [

@@ -138,7 +138,7 @@ class FanoutApp:
 
         from rich.console import Console
 
-        from fanout_kit.cli.ledger_demo import run_ledger_demo
+        from fanout_kit.cli.run_ledger import run_ledger_demo
 
         app, _found = self.load("ledger", stack)
         return run_ledger_demo(app, children=children, fail=list(fail), concurrency=concurrency,

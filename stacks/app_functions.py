@@ -1,6 +1,6 @@
 """The app's own Lambda functions (the example tasks and the Map worker of cdk.json), built the
 kit's way (KitFunction) from the app's code in lambdas/: each function's asset holds its handler's
-module and the app's modules it imports (``fanout_kit.assets.code_asset_dir``: tasks/ for a task,
+module and the app's modules it imports (``fanout_kit.shared.assets.code_asset_dir``: tasks/ for a task,
 map_item_worker.py for the worker), nothing of the kit. Like any user's function they import only
 ``fanout_runtime`` (the runtime layer the constructs attach) and Powertools (KitFunction's layer)."""
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from fanout_kit.assets import code_asset_dir
-from fanout_kit.functions import KitFunction
+from fanout_kit.shared.assets import code_asset_dir
+from fanout_kit.shared.functions import KitFunction
 from stacks.config import ROOT, EnvironmentConfig, TaskSpec
 
 APP_CODE = ROOT / "lambdas"

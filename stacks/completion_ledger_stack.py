@@ -12,8 +12,8 @@ from __future__ import annotations
 from aws_cdk import Stack
 from constructs import Construct
 
-from fanout_kit.ledger import CompletionLedger
-from fanout_kit.settings import LedgerSettings
+from fanout_kit.patterns.completion_ledger.construct import CompletionLedger
+from fanout_kit.shared.settings import LedgerSettings
 from stacks.config import EnvironmentConfig
 
 

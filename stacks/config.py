@@ -3,7 +3,7 @@ settings module (the ledger's settings included).
 
 ``load_environment(context, name)`` validates everything the stacks use and fails with a message
 that names the setting and the fix. The settings end up as the kit constructs' props
-(fanout_kit.settings): their ranges are defined there once and checked here with the cdk.json
+(fanout_kit.shared.settings): their ranges are defined there once and checked here with the cdk.json
 names. No aws_cdk import here: the CLI and tests use it too.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fanout_kit.settings import (
+from fanout_kit.shared.settings import (
     LOG_RETENTION_DAYS,
     TASK_NAME,
     VENDED_LOGS_PREFIX,
@@ -27,8 +27,8 @@ from fanout_kit.settings import (
     ResourceSettings,
     WorkflowRetries,
 )
-from fanout_kit.statemachines.checks import ConfigError, whole_number
-from fanout_kit.statemachines.retry_policy import RetrySettings, check_error_names
+from fanout_kit.shared.checks import ConfigError, whole_number
+from fanout_kit.shared.retry_policy import RetrySettings, check_error_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = ROOT / "cdk.json"
@@ -76,7 +76,7 @@ def _whole_numbers(raw: Mapping[str, Any], where: str, ranges: Mapping[str, tupl
 
 
 def _kit_settings(kind: type, raw: Mapping[str, Any], prefix: str, where: str, **values: Any) -> Any:
-    """``kind`` (a fanout_kit.settings dataclass) from the camelCase keys of ``raw`` (``values``
+    """``kind`` (a fanout_kit.shared.settings dataclass) from the camelCase keys of ``raw`` (``values``
     given instead for some fields): the construct's own checks, with its error named as cdk.json
     names it (``prefix.snake_name`` -> ``where.camelName``)."""
     fields = [f.name for f in dataclasses.fields(kind)]
@@ -359,5 +359,5 @@ def stack_names(cfg: EnvironmentConfig) -> dict[str, str]:
 def log_group_name(cfg: EnvironmentConfig, workflow: str) -> str:
     """The beginning of a workflow's state machine log group name,
     ``/aws/vendedlogs/states/<stackPrefix>-<workflow>``; the construct appends ``-<the stack id's
-    unique suffix>`` (fanout_kit.workflow.stack_unique_suffix)."""
+    unique suffix>`` (fanout_kit.shared.workflow.stack_unique_suffix)."""
     return f"{VENDED_LOGS_PREFIX}{cfg.stack_prefix}-{workflow}"

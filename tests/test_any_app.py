@@ -17,7 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 
 from fanout_kit import CompletionLedger, DistributedMapFanOut, FanOutTask, ParallelFanOut
-from fanout_kit.outputs import (
+from fanout_kit.shared.outputs import (
     ALL_OUTPUTS,
     LEDGER_INTAKE_OUTPUTS,
     LEDGER_OUTPUTS,

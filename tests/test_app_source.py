@@ -9,7 +9,7 @@ import pytest
 
 from fanout_kit.cli.main import main
 from fanout_kit.local.app_source import AppSourceError, FoundWorkflow, choose, find_workflows
-from fanout_kit.discovery import WORKFLOW_METADATA
+from fanout_kit.shared.discovery import WORKFLOW_METADATA
 
 P = FoundWorkflow("A", "/A/Orders", "parallel", {})
 M = FoundWorkflow("B", "/B/Items", "map", {})
@@ -83,7 +83,7 @@ def test_each_construct_of_this_app_is_found_with_its_outputs(dev_app):
             (intrinsic, arg), = value.items()
             logical_id = arg if intrinsic == "Ref" else arg[0]
             assert logical_id in resources, (kind, value)
-    # the values of add_outputs(), one list (fanout_kit.outputs); AlarmTopicArn: alarms are on here
+    # the values of add_outputs(), one list (fanout_kit.shared.outputs); AlarmTopicArn: alarms are on here
     assert sorted(by_kind["parallel"].outputs) == ["AlarmTopicArn", "DeadLetterQueueUrl", "StateMachineArn", "StatusTableName"]
     assert sorted(by_kind["map"].outputs) == [
         "AlarmTopicArn", "BatchBucketName", "DeadLetterQueueUrl", "StateMachineArn", "StatusTableName"]

@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from stacks.config import ConfigError, load_environment, read_cdk_context
-from fanout_kit.statemachines.retry_policy import RetryConfigError, RetrySettings
+from fanout_kit.shared.retry_policy import RetryConfigError, RetrySettings
 
 CONTEXT = read_cdk_context()
 

@@ -1,4 +1,4 @@
-"""Cost: the list prices (fanout_kit.pricing), ``fanout estimate`` (fanout_kit.cli.cost) and its CLI."""
+"""Cost: the list prices (fanout_kit.shared.pricing), ``fanout estimate`` (fanout_kit.shared.cost) and its CLI."""
 
 import json
 import math
@@ -8,8 +8,8 @@ import pytest
 
 import fanout_kit.local.template as template_module
 from fanout_kit.cli.main import main
-from fanout_kit.cli.cost import Assumptions, Usage, estimate, price_lines, retry_attempts_and_wait, success_path
-from fanout_kit import pricing
+from fanout_kit.shared.cost import Assumptions, Usage, estimate, price_lines, retry_attempts_and_wait, success_path
+from fanout_kit.shared import pricing
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:Worker"
 
@@ -195,10 +195,10 @@ def test_metering_a_map_run_counts_children_retries_and_the_dead_letter_send(dev
 
 
 def test_the_cost_page_table_is_what_cost_table_prints(synthesized):
-    from fanout_kit.cli.cost_table import COST_PAGE, page_block, table
+    from tools.cost_table import COST_PAGE, page_block, table
 
     assert page_block(COST_PAGE.read_text()) == table(synthesized("prod")), (
-        "docs/cost.md's cost table is stale: run .venv/bin/python -m fanout_kit.cli.cost_table --write")
+        "docs/cost.md's cost table is stale: run .venv/bin/python -m tools.cost_table --write")
 
 
 def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
@@ -206,7 +206,7 @@ def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
     (and the same shapes: items per child, batch size, shards) as the cost page's generated table."""
     import re
 
-    from fanout_kit.cli.cost_table import rows
+    from tools.cost_table import rows
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     quoted = {}
@@ -221,11 +221,11 @@ def test_the_readme_patterns_table_quotes_the_cost_tables_totals(synthesized):
         expected = f"${cost.total_usd:,.2f} ({shape})"
         assert quoted[pattern] == expected, (
             f"README.md, the {pattern} row: {quoted[pattern]!r}, the cost table says {expected!r}; "
-            "copy it from docs/cost.md (python -m fanout_kit.cli.cost_table)")
+            "copy it from docs/cost.md (python -m tools.cost_table)")
 
 
 def test_the_alternatives_cost_what_their_shape_says(synthesized):
-    from fanout_kit.cli.cost_table import rows
+    from tools.cost_table import rows
 
     by_name = {what.split(" (")[0]: e for what, e in rows(synthesized("prod"))}
     kit = by_name["Map workflow"]
@@ -260,7 +260,7 @@ def test_a_local_ledger_run_prints_its_measured_cost(dev_app):
 
     from rich.console import Console
 
-    from fanout_kit.cli.ledger_demo import run_ledger_demo
+    from fanout_kit.cli.run_ledger import run_ledger_demo
 
     out = io.StringIO()
     facts = run_ledger_demo(dev_app, children=6, fail=[], concurrency=2, duplicate=False,

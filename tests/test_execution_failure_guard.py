@@ -11,7 +11,7 @@ from moto import mock_aws
 from fanout_kit.local.engine import event_matches, execution_status_event
 from fanout_kit.local.moto_lambda import LambdaContext, LocalFunction
 from fanout_kit.local.template import local_names, make_resolver, resources_of_type
-from fanout_kit.common.final_status import read_status, record_success
+from fanout_kit.shared.final_status import read_status, record_success
 from tests.ledger.ledger_tables import create_status_table
 from tests.templates import role_statements
 
@@ -69,7 +69,7 @@ def aws(monkeypatch):
         url = sqs.create_queue(QueueName="dlq")["QueueUrl"]
         monkeypatch.setenv("STATUS_TABLE_NAME", TABLE)
         monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", url)
-        import record_execution_failure
+        from fanout_kit.shared.handlers import record_execution_failure
 
         record_execution_failure._dynamodb.cache_clear()
         record_execution_failure._sqs.cache_clear()
@@ -152,7 +152,7 @@ def test_a_repeated_delivery_adds_no_failed_run_and_no_second_message(aws):
 
 def test_a_delivery_that_died_before_its_dlq_send_sends_it_on_the_next_one(aws):
     ddb, sqs, url, handler = aws
-    import record_execution_failure
+    from fanout_kit.shared.handlers import record_execution_failure
 
     evt = stopped(event(), 1764849600000)
     real = record_execution_failure._sqs()
@@ -187,7 +187,7 @@ def test_an_event_without_input_finds_the_batch_id_by_describing_the_execution(a
     """Step Functions leaves the input out of an event it would make too large; the batch is the
     input's batchId, not the execution name (the old fallback recorded the wrong batch)."""
     ddb, _, _, handler = aws
-    import record_execution_failure
+    from fanout_kit.shared.handlers import record_execution_failure
 
     record_execution_failure._sfn.cache_clear()
     sfn = boto3.client("stepfunctions", region_name="eu-west-1")

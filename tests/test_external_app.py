@@ -41,7 +41,7 @@ def external(tmp_path_factory):
         "HOME": str(work),
         "CDK_OUTDIR": str(work / "cdk.out"),
     }
-    where = run([sys.executable, "-S", "-c", "import fanout_kit.assets as f; print(f.__file__, f.HANDLERS_DIR)"],
+    where = run([sys.executable, "-S", "-c", "import fanout_kit.shared.assets as f; print(f.__file__, f.HANDLERS_DIR)"],
                 cwd=EXAMPLE, env=env).stdout.split()
     run([sys.executable, "-S", "app.py"], cwd=EXAMPLE, env=env)
     return work, where, load_assembly(work / "cdk.out", workflow_stacks={"parallel": STACK}, region="eu-west-1")
@@ -53,7 +53,7 @@ def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
     assert kit_asset == str(work / "site" / "fanout_kit" / "lambdas")
     wheel_files = sorted(p.relative_to(work / "site").as_posix() for p in (work / "site").rglob("*.py")
                          if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
-    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/common/ledger_runtime.py" in wheel_files
+    assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/patterns/completion_ledger/runtime.py" in wheel_files
     assert "fanout_kit/statemachines/parallel_workflow.py" in wheel_files
     assert {f.split("/")[0] for f in wheel_files} - {"bin"} == {"fanout_kit", "fanout_runtime"}  # nothing else on top
     assert "fanout_kit/lambdas/update_final_status.py" in wheel_files
@@ -125,7 +125,7 @@ def test_the_constructs_import_no_boto3_or_moto(external):
     """The constructs-only install: synthesizing loads neither the local engine's dependencies nor
     the engine."""
     work, _, _ = external
-    code = ("import sys, fanout_kit, fanout_kit.parallel, fanout_kit.distributed_map, fanout_kit.ledger; "
+    code = ("import sys, fanout_kit, fanout_kit.patterns.parallel.construct, fanout_kit.patterns.distributed_map.construct, fanout_kit.patterns.completion_ledger.construct; "
             "print(sorted(m for m in ('boto3', 'botocore', 'moto', 'rich', 'fanout_kit.cli', 'fanout_kit.local') if m in sys.modules))")
     assert run([sys.executable, "-S", "-c", code], env=_wheel_env(work), cwd=work).stdout.strip() == "[]"
 

@@ -1,5 +1,5 @@
 """The constructs synthesize the same thing whatever the app's CDK feature flags (issue 18, item 1):
-every flag of this repository's cdk.json is classified in ``fanout_kit.feature_flags.FLAGS``, the
+every flag of this repository's cdk.json is classified in ``fanout_kit.shared.feature_flags.FLAGS``, the
 ones that change the kit's resources are pinned on each construct, and the three constructs give
 the same state machine definitions, IAM policies and resources in a flagless app (a new user's)
 as in this app. The exhaustive flag-by-flag proof is marked slow (``pytest -m slow``)."""
@@ -14,8 +14,8 @@ from aws_cdk import App, Duration, Environment, Stack
 from aws_cdk import aws_lambda as lambda_
 
 from fanout_kit import CompletionLedger, ConfigError, DistributedMapFanOut, FanOutTask, ParallelFanOut
-from fanout_kit import feature_flags
-from fanout_kit.feature_flags import (
+from fanout_kit.shared import feature_flags
+from fanout_kit.shared.feature_flags import (
     APP_ONLY,
     FLAGS,
     NO_EFFECT,

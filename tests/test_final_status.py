@@ -6,7 +6,7 @@ from moto import mock_aws
 
 from fanout_runtime.errors import FinalStatusConflict
 from tests.ledger.ledger_tables import create_status_table
-from fanout_kit.common.final_status import (
+from fanout_kit.shared.final_status import (
     FAILURE_CONDITION_EXPRESSION,
     FAILURE_EXPRESSION_NAMES,
     FAILURE_FIELDS,

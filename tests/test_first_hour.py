@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fanout_kit.common.limits import PARALLEL_INPUT_MAX_BYTES
+from fanout_kit.shared.limits import PARALLEL_INPUT_MAX_BYTES
 from tests.conftest import ROOT
 
 KIT_PARTS = ("app.py", "cdk.json", "fanout_kit", "stacks", "statemachines", "lambdas", "examples")
@@ -106,7 +106,7 @@ BAD_RUNS = {
     "input file missing": (["run", "no-such-file.json"], 2, "input file no-such-file.json: No such file"),
     "unknown task": (["run", "{unknown-task.json}"], 2, "tasks.ShipParcel: unknown task"),
     "input over 256 KiB": (["run", "{300kb.json}"], 2, "more than the 262144 bytes (256 KiB)"),
-    # under AWS's limit, over the Parallel workflow's cap (fanout_kit.common.limits)
+    # under AWS's limit, over the Parallel workflow's cap (fanout_kit.shared.limits)
     "input over the Parallel cap": (
         ["run", "{200kb.json}"], 2, f"bytes of JSON, over the {PARALLEL_INPUT_MAX_BYTES:,}-byte cap"),
     "map input to the parallel workflow": (["run", "examples/map-batch.json"], 2, "items: unknown field"),

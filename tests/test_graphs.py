@@ -1,14 +1,14 @@
 """The state machine pictures (docs/*.svg, shown on the pattern pages and one in the README) are generated
 from the synthesized ASL and kept current."""
 
-from fanout_kit.cli.graphs import DOCS, render
+from tools.graphs import DOCS, render
 
 
 def test_committed_pictures_match_the_synthesized_definitions(dev_app):
     for name, svg in render(dev_app).items():
         path = DOCS / name
-        assert path.exists(), f"missing {path}: run .venv/bin/python -m fanout_kit.cli.graphs"
-        assert path.read_text() == svg, f"{path} is out of date: run .venv/bin/python -m fanout_kit.cli.graphs"
+        assert path.exists(), f"missing {path}: run .venv/bin/python -m tools.graphs"
+        assert path.read_text() == svg, f"{path} is out of date: run .venv/bin/python -m tools.graphs"
 
 
 def test_each_picture_is_shown_on_its_pattern_page(dev_app):
@@ -20,7 +20,7 @@ def test_each_picture_is_shown_on_its_pattern_page(dev_app):
 
 def test_every_state_is_drawn(dev_app):
     from fanout_kit.local.template import state_machine_definitions
-    from fanout_kit.statemachines.asl_graph import iter_states
+    from fanout_kit.shared.asl_graph import iter_states
 
     pictures = render(dev_app)
     for workflow in ("parallel", "map"):
@@ -42,7 +42,7 @@ def test_pictures_fit_the_readme_at_full_size(dev_app):
 
 def test_retries_next_plus_catch_and_the_success_end_are_drawn(dev_app):
     from fanout_kit.local.template import state_machine_definitions
-    from fanout_kit.statemachines.graph_svg import retries, to_svg
+    from tools.graph_svg import retries, to_svg
 
     (asl,) = state_machine_definitions(dev_app.template("parallel"), dev_app.region).values()
     svg = to_svg(asl, "t")

@@ -5,17 +5,17 @@ import json
 
 import pytest
 
-from fanout_kit.common.item_failures import InvalidBatchItemFailures, Policy, check_failures, dead_letter_bodies, run_rounds
-from fanout_kit.common.map_results import (
+from fanout_kit.patterns.distributed_map.item_failures import InvalidBatchItemFailures, Policy, check_failures, dead_letter_bodies, run_rounds
+from fanout_kit.patterns.distributed_map.result_files import (
     ITEMS_PARTIALLY_FAILED,
     already_dead_lettered,
     failed_items,
     item_outcome,
     partial_cause,
 )
-from fanout_kit.common.outcomes import entry_outcomes
+from fanout_kit.ops.outcomes import entry_outcomes
 from fanout_runtime.events import batch_item_failure, batch_item_failures
-from forward_failed_items import item_tally
+from fanout_kit.patterns.distributed_map.handlers.forward_failed_items import item_tally
 
 BATCH = [{"index": i, "item": {"n": i}} for i in range(20, 40)]
 POLICY = Policy(interval_seconds=5, max_attempts=2, backoff_rate=2.0, max_delay_seconds=10, worker_timeout_seconds=20)

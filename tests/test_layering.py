@@ -71,8 +71,8 @@ def describe(found: dict) -> str:
     return "; ".join(f"{top}: {' -> '.join(found['chains'].get(top, ['?']))}" for top in found["loaded"])
 
 
-@pytest.mark.parametrize("module", ["stacks.app_builder", "fanout_kit.parallel", "fanout_kit.distributed_map",
-                                    "fanout_kit.ledger"])
+@pytest.mark.parametrize("module", ["stacks.app_builder", "fanout_kit.patterns.parallel.construct", "fanout_kit.patterns.distributed_map.construct",
+                                    "fanout_kit.patterns.completion_ledger.construct"])
 def test_the_cdk_app_loads_no_boto3_botocore_or_powertools(module):
     """The app, and each construct as another app imports it."""
     found = imported_runtime_modules(module)
@@ -93,8 +93,8 @@ def test_pure_shared_modules_load_no_runtime_library(module):
 def test_the_probe_names_the_chain_of_a_runtime_module():
     """The check above can fail: the same probe sees the ledger runtime load boto3 and Powertools,
     and names the module that imported each."""
-    found = imported_runtime_modules("fanout_kit.common.ledger_runtime")
+    found = imported_runtime_modules("fanout_kit.patterns.completion_ledger.runtime")
     assert found["loaded"] == ["aws_lambda_powertools", "boto3", "botocore"]
-    assert found["chains"]["boto3"][:2] == ["fanout_kit.common.ledger_runtime", "boto3"]
-    assert "fanout_kit.common.observability" in found["chains"]["aws_lambda_powertools"]
+    assert found["chains"]["boto3"][:2] == ["fanout_kit.patterns.completion_ledger.runtime", "boto3"]
+    assert "fanout_kit.shared.observability" in found["chains"]["aws_lambda_powertools"]
     assert "boto3" in describe(found) and " -> " in describe(found)

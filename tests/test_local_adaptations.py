@@ -154,7 +154,7 @@ def test_child_clock_stops_an_express_child_once_over_its_limit():
 
 
 def test_dead_letter_messages_skip_children_that_dead_lettered_themselves():
-    from fanout_kit.common.map_results import dead_letter_messages, result_file_keys
+    from fanout_kit.patterns.distributed_map.result_files import dead_letter_messages, result_file_keys
 
     manifest = {"ResultFiles": {"FAILED": [{"Key": "r/FAILED_0.json"}], "SUCCEEDED": [{"Key": "r/SUCCEEDED_0.json"}], "PENDING": []}}
     assert result_file_keys(manifest) == ["r/FAILED_0.json"]

@@ -5,7 +5,7 @@ import pytest
 from fanout_runtime.errors import InvalidInput
 import json
 
-from fanout_kit.common.manifest import (
+from fanout_kit.patterns.distributed_map.manifest import (
     InvalidManifest,
     count_items,
     iter_csv_rows,
@@ -147,7 +147,7 @@ def test_prepare_batch_refuses_a_manifest_over_the_size_limit_before_reading_it(
     import boto3
     from moto import mock_aws
 
-    import prepare_map_batch
+    from fanout_kit.patterns.distributed_map.handlers import prepare_map_batch
     from fanout_kit.local.moto_lambda import LambdaContext, LocalFunction
 
     with mock_aws():
@@ -171,7 +171,7 @@ def test_prepare_batch_refuses_a_manifest_over_the_size_limit_before_reading_it(
         finally:
             prepare_map_batch._s3.cache_clear()
 def test_an_input_over_the_map_cap_is_refused_in_one_line():
-    from fanout_kit.common.limits import MAP_INPUT_MAX_BYTES
+    from fanout_kit.shared.limits import MAP_INPUT_MAX_BYTES
 
     event = {"batchId": "big", "items": [{"blob": "x" * MAP_INPUT_MAX_BYTES}]}
     with pytest.raises(InvalidInput, match=f"^input: .* over the {MAP_INPUT_MAX_BYTES:,}-byte cap; .*S3 manifest"):

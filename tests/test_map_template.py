@@ -6,13 +6,13 @@ import pytest
 
 from fanout_kit.cli.budget import workflow_budget
 from fanout_kit.local.template import resources_of_type
-from fanout_kit.common.limits import STATE_PAYLOAD_LIMIT_BYTES
+from fanout_kit.shared.limits import STATE_PAYLOAD_LIMIT_BYTES
 from fanout_runtime import errors
 from stacks.config import load_environment, read_cdk_context
-from fanout_kit.statemachines import asl_graph
-from fanout_kit.statemachines.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
-from fanout_kit.statemachines.express_budget import EXPRESS_LIMIT_SECONDS, check_express_children
-from fanout_kit.statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
+from fanout_kit.shared import asl_graph
+from fanout_kit.shared.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
+from fanout_kit.patterns.distributed_map.express_budget import EXPRESS_LIMIT_SECONDS, check_express_children
+from fanout_kit.shared.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fanout_kit.assets import KIT_HANDLERS, module_closure
+from fanout_kit.shared.assets import KIT_HANDLERS, module_closure
 from tests.conftest import ROOT
 
 KIT_PREFIXES = ("fanout_kit", "fanout_runtime")
@@ -72,7 +72,7 @@ def test_the_apps_functions_hold_their_own_code_and_none_of_the_kits_handlers(de
         assert f"{module.replace('.', '/')}.py" in shipped
         assert not shipped & {f"{h}.py" for h in KIT_HANDLERS}, f"{stack} {handler}"
         # only the app's own code: fanout_runtime comes from the runtime layer the constructs
-        # attach (fanout_kit.layer), Powertools from its layer
+        # attach (fanout_kit.shared.layer), Powertools from its layer
         assert all(f.startswith("tasks/") or f == "map_item_worker.py" for f in shipped), f"{stack} {handler}: {shipped}"
         loaded, _ = imported_closure(asset, module)
         assert shipped == loaded | {f"{module.replace('.', '/')}.py"}, f"{stack} {handler}: {sorted(shipped)}"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from fanout_kit._version import __version__
-from fanout_kit.assets import KIT_HANDLERS
+from fanout_kit.shared.assets import KIT_HANDLERS
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow  # two venvs, two builds, two synths: about a minute
@@ -103,7 +103,7 @@ def check_install(python: Path, work: Path) -> None:
     assert tops == {"fanout_kit", "fanout_runtime", f"fanout_kit-{__version__}.dist-info", ".."}, tops
     assert [f for f in files if f.startswith("..")] == ["../../../bin/fanout"]  # the console script
     assert {f"fanout_kit/lambdas/{h}.py" for h in KIT_HANDLERS} == {f for f in files if f.startswith("fanout_kit/lambdas/")}
-    assert "fanout_kit/statemachines/parallel_workflow.py" in files and "fanout_kit/common/ledger_runtime.py" in files
+    assert "fanout_kit/statemachines/parallel_workflow.py" in files and "fanout_kit/patterns/completion_ledger/runtime.py" in files
 
     version = run([python.parent / "fanout", "--version"], env=env, cwd=work).stdout.strip()
     assert version == f"fanout {__version__}"
@@ -145,8 +145,8 @@ def test_the_wheel_holds_the_two_import_packages_and_its_metadata(artifacts):
 def test_the_sdist_holds_the_sources_of_the_wheel_and_not_the_app(artifacts):
     _, _, sdist, _ = artifacts
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
-    assert {"pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "PKG-INFO", "statemachines/states.py",
-            "fanout_kit/__init__.py", "lambdas/fanout_runtime/errors.py", "lambdas/validate_input.py"} <= names
+    assert {"pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "PKG-INFO", "fanout_kit/shared/states.py",
+            "fanout_kit/__init__.py", "fanout_runtime/errors.py", "fanout_kit/patterns/parallel/handlers/validate_input.py"} <= names
     assert not any(n.startswith(("tests/", "stacks/", "lambdas/tasks/", "fanout_kit/statemachines/", "benchmarks/"))
                    for n in names)
     assert "app.py" not in names and "lambdas/map_item_worker.py" not in names

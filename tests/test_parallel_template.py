@@ -6,9 +6,9 @@ import pytest
 from fanout_kit.local.template import resources_of_type
 from fanout_runtime import errors
 from stacks.config import load_environment, read_cdk_context
-from fanout_kit.statemachines import asl_graph
-from fanout_kit.statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
-from fanout_kit.statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS
+from fanout_kit.shared import asl_graph
+from fanout_kit.shared.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS
+from fanout_kit.shared.states import TASK_TIMEOUT_MARGIN_SECONDS
 from tests.conftest import ENVIRONMENTS
 from tests.templates import only_definition, role_statements
 

@@ -1,16 +1,16 @@
-"""The payload budget (statemachines/payload_budget.py): JSONPath's data rules, and every state of
+"""The payload budget (fanout_kit/shared/payload_budget.py): JSONPath's data rules, and every state of
 the synthesized workflows within AWS's 262,144 bytes in the worst case (`python -m fanout_kit.cli.budget`)."""
 
 import pytest
 
 from fanout_kit.cli.budget import largest_cap, workflow_budget
-from fanout_kit.common.limits import (
+from fanout_kit.shared.limits import (
     CAUSE_MAX_BYTES,
     MAP_INPUT_MAX_BYTES,
     PARALLEL_INPUT_MAX_BYTES,
     STATE_PAYLOAD_LIMIT_BYTES,
 )
-from fanout_kit.statemachines.payload_budget import (
+from fanout_kit.shared.payload_budget import (
     Budget,
     Leaf,
     Obj,

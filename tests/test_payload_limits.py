@@ -8,7 +8,7 @@ import pytest
 
 from fanout_kit.local.engine import LocalEngine
 from fanout_kit.local.history import states_entered
-from fanout_kit.common.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
+from fanout_kit.shared.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """ForwardFailedItems and `fanout dlq redrive --workflow map` read the Distributed Map's result
-files streamed, one child entry at a time (fanout_kit.common.map_results, fanout_kit.common.json_stream):
+files streamed, one child entry at a time (fanout_kit.patterns.distributed_map.result_files, fanout_kit.patterns.distributed_map.json_stream):
 a FAILED file of 400,000 items is some 200 MB of JSON, more than the function's 256 MB once parsed
 whole. benchmarks/forward_failed_benchmark.py measures the full case; here, the same handler on a
 smaller file, with its memory measured."""
@@ -84,7 +84,7 @@ class CountingSqs:
 def forward(monkeypatch):
     monkeypatch.setenv("DLQ_URL", "https://sqs.local/q")
     monkeypatch.setenv("TASK_NAME", "ProcessItem")
-    import forward_failed_items
+    from fanout_kit.patterns.distributed_map.handlers import forward_failed_items
 
     context = LambdaContext(LocalFunction("ForwardFailedItems", "forward_failed_items.handler"), "eu-west-1", "123456789012")
 

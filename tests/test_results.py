@@ -15,7 +15,7 @@ from rich.console import Console
 import fanout_kit.local.template as template_module
 from fanout_kit.cli.main import main
 from fanout_kit.cli.results import LocalSource, map_outcomes, summary_line, write_outcomes
-from fanout_kit.common.outcomes import Outcome, entry_outcomes
+from fanout_kit.ops.outcomes import Outcome, entry_outcomes
 
 EXAMPLE = "examples/batch.json"
 
@@ -111,7 +111,7 @@ def test_a_succeeded_map_batch_records_where_its_results_are(capsys, tmp_path):
 
 
 def test_a_local_ledger_batch_lists_its_children_from_their_marks(capsys, dev_app):
-    from fanout_kit.cli.ledger_demo import run_ledger_demo
+    from fanout_kit.cli.run_ledger import run_ledger_demo
 
     facts = run_ledger_demo(dev_app, children=6, fail=[2], concurrency=2, duplicate=False,
                             console=Console(file=io.StringIO(), width=200), batch_id="res-led-1")

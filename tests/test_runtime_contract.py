@@ -18,9 +18,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
 from fanout_kit.local.template import state_machine_definitions
-from fanout_kit.statemachines.asl_graph import all_states
+from fanout_kit.shared.asl_graph import all_states
 from fanout_kit import CompletionLedger, DistributedMapFanOut, FanOutTask, ParallelFanOut
-from fanout_kit.layer import RUNTIME_SOURCE, layer_asset_dir, runtime_layer
+from fanout_kit.shared.layer import RUNTIME_SOURCE, layer_asset_dir, runtime_layer
 from fanout_runtime import errors, events
 from fanout_runtime.events import (
     LedgerChildEvent,
@@ -89,7 +89,7 @@ def test_a_map_worker_receives_index_item_pairs_with_a_0_based_attempt(workflows
 
 
 def test_the_ledger_processing_function_receives_the_ledger_child_event():
-    from fanout_kit.common.ledger_runtime import ChildMessage, invoke_processing_function
+    from fanout_kit.patterns.completion_ledger.runtime import ChildMessage, invoke_processing_function
 
     sent = []
 

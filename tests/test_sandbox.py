@@ -168,8 +168,8 @@ def test_the_ledger_never_reruns_work_for_a_namespace_read_before_the_stack_set_
     namespace, so no batch fails on the flush and no child is redelivered."""
     from rich.console import Console
 
-    from fanout_kit.cli.ledger_demo import run_ledger_demo
-    from fanout_kit.common import observability
+    from fanout_kit.cli.run_ledger import run_ledger_demo
+    from fanout_kit.shared import observability
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setattr(observability.ledger_metrics, "namespace", None)

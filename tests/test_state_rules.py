@@ -8,8 +8,8 @@ import re
 import pytest
 
 from fanout_kit.local.template import state_machine_definitions
-from fanout_kit.statemachines import asl_graph
-from fanout_kit.statemachines.states import TASK_TIMEOUT_MARGIN_SECONDS
+from fanout_kit.shared import asl_graph
+from fanout_kit.shared.states import TASK_TIMEOUT_MARGIN_SECONDS
 from tests.conftest import ENVIRONMENTS
 
 WORKFLOWS = ("parallel", "map")
@@ -94,7 +94,7 @@ def test_an_ambiguous_lambda_outcome_is_never_retried_as_a_transient_error(synth
     Runtime.OutOfMemory, Runtime.ExitError): the work may be done. A user task retries them only by
     its own ``ambiguous`` Retrier (0 by default, at most MAX_AMBIGUOUS_ATTEMPTS), which comes before
     the transient one; the kit's own idempotent steps retry them with their status-write policy."""
-    from fanout_kit.statemachines.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS, MAX_AMBIGUOUS_ATTEMPTS
+    from fanout_kit.shared.retry_policy import AMBIGUOUS_ERRORS, LAMBDA_TRANSIENT_ERRORS, MAX_AMBIGUOUS_ATTEMPTS
 
     app = synthesized(env_name)
     (asl,) = state_machine_definitions(app.template(workflow), app.region).values()

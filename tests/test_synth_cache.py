@@ -53,8 +53,8 @@ def test_second_run_reuses_the_synth_with_the_same_templates(kit, dev_app):
     assert [p.name for p in (root / ".fanout-cache" / "synth").iterdir()] == [first.outdir.name]
 
 
-@pytest.mark.parametrize("changed", ["cdk.json", "app.py", "stacks/config.py", "statemachines/states.py",
-                                     "fanout_kit/common/ledger_runtime.py", "lambdas/tasks/handler.py"])
+@pytest.mark.parametrize("changed", ["cdk.json", "app.py", "stacks/config.py", "fanout_kit/shared/states.py",
+                                     "fanout_kit/patterns/completion_ledger/runtime.py", "lambdas/tasks/handler.py"])
 def test_a_changed_input_synthesizes_again_and_replaces_the_old_folder(kit, changed):
     root, calls = kit
     first = template.synthesize("dev")

@@ -14,12 +14,12 @@ from aws_cdk.assertions import Template
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from fanout_kit.local.template import state_machine_definitions
-from fanout_kit.statemachines.asl_graph import all_states
+from fanout_kit.shared.asl_graph import all_states
 from fanout_kit import ConfigError, DistributedMapFanOut, FanOutTask, ParallelFanOut
 from fanout_runtime.errors import KIT_ERROR_NAMES
 from stacks.config import CDK_JSON, load_environment
-from fanout_kit.statemachines.map_workflow import DEAD_LETTER_SEND_FAILED
-from fanout_kit.statemachines.retry_policy import RESERVED_ERROR_NAMES
+from fanout_kit.patterns.distributed_map.definition import DEAD_LETTER_SEND_FAILED
+from fanout_kit.shared.retry_policy import RESERVED_ERROR_NAMES
 
 REGION = "eu-west-1"
 

@@ -104,7 +104,7 @@ def test_prepare_batch_can_check_the_largest_manifest_it_accepts_within_its_time
     benchmarks/prepare_batch_benchmark.py) and failed the execution with States.Timeout instead of a
     verdict. Its memory and timeout now fit the documented maximum (MAX_MANIFEST_ITEMS items in
     MAX_MANIFEST_BYTES) with a safety factor; a larger manifest is refused at once (InvalidManifest)."""
-    from fanout_kit.distributed_map import PREPARE_SAFETY, prepare_worst_case_seconds
+    from fanout_kit.patterns.distributed_map.construct import PREPARE_SAFETY, prepare_worst_case_seconds
 
     template = synthesized(env_name).template("map")
     (prepare,) = [

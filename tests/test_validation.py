@@ -3,7 +3,7 @@
 import pytest
 
 from fanout_runtime.errors import InvalidInput
-from fanout_kit.common.validation import validate_batch_input
+from fanout_kit.patterns.parallel.validation import validate_batch_input
 
 TASKS = ["ReserveInventory", "ChargePayment"]
 GOOD = {"batchId": "order-1", "tasks": {"ReserveInventory": {}, "ChargePayment": {"amountCents": 1}}}
@@ -131,7 +131,7 @@ def test_task_log_keys_do_not_leak_into_the_next_function():
 
 
 def test_an_input_over_the_parallel_cap_is_refused_in_one_line_naming_the_cap():
-    from fanout_kit.common.limits import PARALLEL_INPUT_MAX_BYTES, payload_size
+    from fanout_kit.shared.limits import PARALLEL_INPUT_MAX_BYTES, payload_size
 
     event = {"batchId": "big", "tasks": {"ReserveInventory": {}, "ChargePayment": {"note": ""}}}
     event["tasks"]["ChargePayment"]["note"] = "x" * (PARALLEL_INPUT_MAX_BYTES - payload_size(event))

@@ -1,5 +1,5 @@
 """The payload budget of each synthesized workflow: every state's worst-case size against AWS's
-262,144 bytes (``statemachines/payload_budget.py``), from the caps in ``fanout_kit.common.limits``.
+262,144 bytes (``fanout_kit/shared/payload_budget.py``), from the caps in ``fanout_kit.shared.limits``.
 
     .venv/bin/python -m fanout_kit.cli.budget            # dev and prod: each workflow's largest states
     .venv/bin/python -m fanout_kit.cli.budget prod       # one environment
@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from fanout_kit.local.template import SynthesizedApp, resources_of_type, state_machine_definitions
-from fanout_kit.common.limits import MAP_INPUT_MAX_BYTES, PARALLEL_INPUT_MAX_BYTES, STATE_PAYLOAD_LIMIT_BYTES
-from fanout_kit.statemachines.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget, report_lines
+from fanout_kit.shared.limits import MAP_INPUT_MAX_BYTES, PARALLEL_INPUT_MAX_BYTES, STATE_PAYLOAD_LIMIT_BYTES
+from fanout_kit.shared.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget, report_lines
 
 INPUT_CAPS = {"parallel": PARALLEL_INPUT_MAX_BYTES, "map": MAP_INPUT_MAX_BYTES}
 

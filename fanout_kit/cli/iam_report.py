@@ -136,7 +136,7 @@ def _status_write_attempts(engine: Any) -> int:
     if deployment is not None:
         return deployment.status_write_retry.max_attempts + 1
     # another app (--app): the attempts its definitions allow UpdateFinalStatus (every Retry rule)
-    from fanout_kit.statemachines.asl_graph import all_states
+    from fanout_kit.shared.asl_graph import all_states
 
     attempts = 1
     for arn in engine.stacks[workflow].state_machines.values():
@@ -241,7 +241,7 @@ def _app_map_scenarios(engine: Any, example: dict[str, Any] | None) -> list[str]
 def _ledger_scenarios(app: Any, reports: list[Any], keep: Callable[[str], bool] | None = None) -> list[str]:
     from rich.console import Console
 
-    from fanout_kit.cli import ledger_demo
+    from fanout_kit.cli import run_ledger as ledger_demo
 
     for batch_id, fail in (("iam-ledger-ok", []), ("iam-ledger-failed", [3])):
         ledger_demo.run_ledger_demo(

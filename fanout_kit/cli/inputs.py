@@ -55,18 +55,18 @@ def check_size(execution_input: Any, label: str) -> str:
 
 def validate(workflow: str, execution_input: Any, cfg: Any, name: str | None, label: str) -> dict[str, Any]:
     """The size limit and the workflow's own input validation (the same pure code its first state
-    runs, with the workflow's input cap, ``fanout_kit.common.limits``), so a bad input is refused here
+    runs, with the workflow's input cap, ``fanout_kit.shared.limits``), so a bad input is refused here
     instead of failing an execution."""
     from fanout_runtime.errors import InvalidInput
 
     check_size(execution_input, label)  # AWS's own limit first; the workflow's cap is below it
     try:
         if workflow == "parallel":
-            from fanout_kit.common.validation import validate_batch_input
+            from fanout_kit.patterns.parallel.validation import validate_batch_input
 
             normalized = validate_batch_input(execution_input, cfg.task_names, execution_name=name)
         else:
-            from fanout_kit.common.manifest import validate_map_input
+            from fanout_kit.patterns.distributed_map.manifest import validate_map_input
 
             normalized = validate_map_input(
                 execution_input, execution_name=name, max_inline_items=cfg.map.max_inline_items

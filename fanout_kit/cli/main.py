@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "--fail / --fail-item, so that something is dead-lettered)")
     run.add_argument("--no-sleep", action="store_true",
                      help="record Retry waits instead of sleeping them")
-    from fanout_kit.cli import ledger_demo
+    from fanout_kit.cli import run_ledger as ledger_demo
 
     ledger_demo.add_arguments(
         sub.add_parser("ledger", help="run a completion-ledger batch locally (SQS consumers on moto)")
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a batch would cost at AWS list prices, from the synthesized settings",
         description="Reads the synthesized template of the workflow (states on the success path, "
         "the Map's batching, Retry policies, memory sizes, the ledger's batch size) and prints the "
-        "cost of a batch line by line with its assumptions. Prices: fanout_kit/pricing.py.",
+        "cost of a batch line by line with its assumptions. Prices: fanout_kit/shared/pricing.py.",
     ))
     iam = sub.add_parser(
         "iam-report",
@@ -127,15 +127,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from fanout_kit.statemachines.checks import ConfigError
+    from fanout_kit.shared.checks import ConfigError
 
     try:
         if args.command == "run":
-            from fanout_kit.cli.demo import run_demo
+            from fanout_kit.cli.run_workflow import run_demo
 
             return run_demo(args)
         if args.command == "ledger":
-            from fanout_kit.cli.ledger_demo import run_from_args
+            from fanout_kit.cli.run_ledger import run_from_args
             from fanout_kit.cli.views import make_console
 
             return run_from_args(args, console=make_console())

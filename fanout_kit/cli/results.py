@@ -3,16 +3,16 @@
     from fanout_kit.cli.results import AwsSource, Target, open_batch
 
     batch = open_batch(AwsSource(boto3_client), [Target("map", "FinalStatus...", batch_bucket="...")], "B")
-    for outcome in batch.outcomes(failed_only=True):   # fanout_kit.common.outcomes.Outcome
+    for outcome in batch.outcomes(failed_only=True):   # fanout_kit.ops.outcomes.Outcome
         print(outcome.index, outcome.status, outcome.error)
 
 Where the outcomes come from, found from the batch's status record (``resultsAt``, see
-fanout_kit.common.final_status), for each pattern:
+fanout_kit.shared.final_status), for each pattern:
 
 * Distributed Map: the map run's ResultWriter output, ``manifest.json`` and its result files (one
   entry per child execution; with ItemBatcher a child holds a batch of items, each expanded to an
-  item outcome by ``fanout_kit.common.outcomes.entry_outcomes``). The files are streamed one child
-  entry at a time (``fanout_kit.common.json_stream``): memory holds one entry, not a file, whatever
+  item outcome by ``fanout_kit.ops.outcomes.entry_outcomes``). The files are streamed one child
+  entry at a time (``fanout_kit.patterns.distributed_map.json_stream``): memory holds one entry, not a file, whatever
   the number of items (benchmarks/results_benchmark.py: 1,000,000 items). With ``failed_only``
   the SUCCEEDED files are not read at all. Order: by result file (SUCCEEDED, FAILED, PENDING),
   then as the files list them, not by index.
@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from fanout_kit.cli.errors import CliError
-from fanout_kit.common.final_status import LEDGER_RESULTS, S3_RESULTS, _plain, read_status
-from fanout_kit.common.json_stream import READ_CHUNK_BYTES, iter_json_array
-from fanout_kit.common.map_results import MAX_ENTRY_BYTES
-from fanout_kit.common.outcomes import FIELDS, NOT_CONFIRMED, NOT_FINISHED, SKIPPED, SUCCEEDED, Outcome, entry_outcomes
+from fanout_kit.shared.final_status import LEDGER_RESULTS, S3_RESULTS, _plain, read_status
+from fanout_kit.patterns.distributed_map.json_stream import READ_CHUNK_BYTES, iter_json_array
+from fanout_kit.patterns.distributed_map.result_files import MAX_ENTRY_BYTES
+from fanout_kit.ops.outcomes import FIELDS, NOT_CONFIRMED, NOT_FINISHED, SKIPPED, SUCCEEDED, Outcome, entry_outcomes
 
 WORKFLOWS = ("parallel", "map", "ledger")
 FORMATS = ("table", "json", "csv")
@@ -226,7 +226,7 @@ def map_outcomes(source: Any, bucket: str, manifest_key: str, *, failed_only: bo
 
 
 def _task_state(state: str) -> tuple[str | None, str]:
-    """(task, part) of a Parallel branch state (statemachines/parallel_workflow.py's names)."""
+    """(task, part) of a Parallel branch state (fanout_kit/patterns/parallel/definition.py's names)."""
     for prefix, part in (("Run ", "run"), ("DeadLetter ", "dlq"), ("Skip ", "skip"), ("Input ", "input")):
         if state.startswith(prefix):
             name = state[len(prefix):]
@@ -313,7 +313,7 @@ def parallel_outcomes(pages: Iterable[list[dict[str, Any]]], execution_arn: str)
 
 def ledger_partitions(source: Any, table: str, batch_id: str) -> list[str]:
     """The partition keys of a batch's child marks: the batch's, or each shard's when sharded."""
-    from fanout_kit.common.ledger import BATCH_PREFIX, META_SK, shard_pk
+    from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX, META_SK, shard_pk
 
     meta = source.get_item(table, {"pk": {"S": BATCH_PREFIX + batch_id}, "sk": {"S": META_SK}})
     shards = int(_plain(meta).get("shards", 1)) if meta else 1
@@ -322,7 +322,7 @@ def ledger_partitions(source: Any, table: str, batch_id: str) -> list[str]:
 
 def ledger_outcomes(source: Any, table: str, batch_id: str, *, failed_only: bool = False) -> Iterator[Outcome]:
     """One outcome per child mark (its outcome SUCCEEDED or FAILED, the reason of a failure)."""
-    from fanout_kit.common.ledger import CHILD_PREFIX
+    from fanout_kit.patterns.completion_ledger.ledger import CHILD_PREFIX
 
     for pk in ledger_partitions(source, table, batch_id):
         for page in source.query_pages(table, pk, CHILD_PREFIX):
@@ -400,7 +400,7 @@ def results_location(record: dict[str, Any], target: Target, batch_id: str) -> s
     """Where the batch's results are, from its status record: ``resultsAt``; a FAILED Map's
     ``resultsKey`` in the batch data bucket; the recorded execution (a Parallel whose record
     predates resultsAt, or was written by the failure guard); the ledger's marks."""
-    from fanout_kit.common.final_status import ledger_results_at, s3_results_at
+    from fanout_kit.shared.final_status import ledger_results_at, s3_results_at
 
     if record.get("resultsAt"):
         return record["resultsAt"]
@@ -569,7 +569,7 @@ def save_local_batch(client: Callable[[str], Any], deployment: Any, batch_id: st
                 for listed in (manifest.get("ResultFiles") or {}).get(group) or []:
                     _copy_object(source, where, listed["Key"], work)
         elif kind == "dynamodb":
-            from fanout_kit.common.ledger import BATCH_PREFIX
+            from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX
 
             meta_pk = BATCH_PREFIX + batch_id
             for pk in dict.fromkeys([meta_pk, *ledger_partitions(source, where, batch_id)]):

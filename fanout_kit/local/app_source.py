@@ -8,7 +8,7 @@ command in a shell, in the app directory, with ``CDK_OUTDIR`` (where to write th
 nothing else of the caller's settings reaches the templates.
 
 The workflows are found from the assembly: each construct of the kit records the node metadata
-entry ``fanout-kit:workflow`` (``fanout_kit/discovery.py``) with its kind and its outputs' values
+entry ``fanout-kit:workflow`` (``fanout_kit/shared/discovery.py``) with its kind and its outputs' values
 as CloudFormation intrinsics, resolved by the engine like the template's own Outputs. One
 workflow of the asked kind in one stack is chosen, or one clear line names the choices.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 from fanout_kit.cli.errors import CliError
 from fanout_kit.local.template import EXTERNAL_APP, SynthesizedApp
-from fanout_kit.discovery import WORKFLOW_METADATA
+from fanout_kit.shared.discovery import WORKFLOW_METADATA
 
 DEFAULT_REGION = "us-east-1"  # an environment-agnostic stack with no AWS_REGION set
 SYNTH_TIMEOUT_SECONDS = 600

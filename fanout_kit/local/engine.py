@@ -84,7 +84,7 @@ from fanout_kit.local.moto_lambda import (
     restore_metrics_namespaces,
     routed_lambdas,
 )
-from fanout_kit.statemachines.express_budget import EXPRESS_LIMIT_SECONDS
+from fanout_kit.patterns.distributed_map.express_budget import EXPRESS_LIMIT_SECONDS
 from fanout_kit.local.template import (
     EXTERNAL_APP,
     LOCAL_ACCOUNT,
@@ -880,6 +880,6 @@ class LocalEngine:
         return [m.raw if m.body is None else m.body for m in self.dlq_peek(workflow, queue_url)]
 
     def status_record(self, batch_id: str, workflow: str = "parallel") -> dict[str, Any] | None:
-        from fanout_kit.common.final_status import read_status  # noqa: PLC0415
+        from fanout_kit.shared.final_status import read_status  # noqa: PLC0415
 
         return read_status(self.dynamodb, self.table_name(workflow), batch_id)

@@ -1,5 +1,5 @@
 """The measured cost of a local run: what the run used, counted by the engine, priced with the same
-code and prices as ``fanout estimate`` (``fanout_kit.cli.cost``, ``fanout_kit.pricing``).
+code and prices as ``fanout estimate`` (``fanout_kit.shared.cost``, ``fanout_kit.shared.pricing``).
 
 What is counted, and from where:
 
@@ -19,7 +19,7 @@ What is counted, and from where:
   DeleteMessageBatch, billed to the account in AWS) and the producer's SendMessage(Batch);
 * EventBridge: one status-change event per execution end (AWS service events: free);
 * logs and traces: the state machine's history events (Level ALL) and Lambda invocations at the
-  sizes ``fanout_kit.cli.cost.Assumptions`` assumes, X-Ray at its sampling rate: sizes are not measured.
+  sizes ``fanout_kit.shared.cost.Assumptions`` assumes, X-Ray at its sampling rate: sizes are not measured.
 
 What the local run does NOT show: real AWS latencies (handlers run in-process, in microseconds
 where AWS adds network round trips and cold starts), and the empty receives of idle pollers.
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fanout_kit.cli.cost import (
+from fanout_kit.shared.cost import (
     EXPRESS_DURATION_STEP_S,
     EXPRESS_MEMORY_CHUNK_GB,
     LAMBDA_DURATION_STEP_S,

@@ -231,7 +231,7 @@ _METRICS_SEEN: dict[str, Any] = {"modules": -1, "objects": []}
 
 def _handler_metrics() -> list[Any]:
     """The Powertools Metrics objects created at import by the modules run in this process from
-    the handlers' folder (the kit's ``fanout_kit.common.observability``, this app's example tasks'
+    the handlers' folder (the kit's ``fanout_kit.shared.observability``, this app's example tasks'
     ``tasks.handler``), found again only when more modules were loaded."""
     if _METRICS_SEEN["modules"] == len(sys.modules):
         return _METRICS_SEEN["objects"]
@@ -240,7 +240,7 @@ def _handler_metrics() -> list[Any]:
     if metrics_type is not None:
         for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None) or ""
-            if name != "fanout_kit.common.observability" and not path.startswith(str(LAMBDAS_DIR)):
+            if name != "fanout_kit.shared.observability" and not path.startswith(str(LAMBDAS_DIR)):
                 continue
             for value in list(vars(module).values()):
                 if isinstance(value, metrics_type) and not any(value is seen for seen in found):

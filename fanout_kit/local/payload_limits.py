@@ -37,7 +37,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fanout_kit.common.limits import STATE_PAYLOAD_LIMIT_BYTES
+from fanout_kit.shared.limits import STATE_PAYLOAD_LIMIT_BYTES
 
 DATA_LIMIT_EXCEEDED = "States.DataLimitExceeded"
 _PARSER = "moto.stepfunctions.parser.asl.component."

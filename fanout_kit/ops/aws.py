@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fanout_kit.cli.errors import CliError
-from fanout_kit.outputs import REQUIRED_OUTPUTS  # noqa: F401  (what each construct's add_outputs() emits)
-from fanout_kit.statemachines.checks import ConfigError
+from fanout_kit.shared.outputs import REQUIRED_OUTPUTS  # noqa: F401  (what each construct's add_outputs() emits)
+from fanout_kit.shared.checks import ConfigError
 
 if TYPE_CHECKING:
     from stacks.config import EnvironmentConfig

@@ -243,7 +243,7 @@ def _target(batch_id: str, messages: Sequence[Message], record: dict[str, Any] |
 def _failure(record: dict[str, Any], finalized: bool) -> dict[str, Any]:
     """The failure fields of the execution a redrive names: the record's own while it is FAILED;
     once a redrive finalized the batch they are history, in ``previousFailure``
-    (fanout_kit.common.final_status)."""
+    (fanout_kit.shared.final_status)."""
     return (record.get("previousFailure") or {}) if finalized else record
 
 
@@ -316,8 +316,8 @@ def plan_redrive(
 def _result_items(s3: Any, bucket: str, manifest_key: str) -> list[dict[str, Any]]:
     """The failed items of every unsuccessful child in a map run's ResultWriter output (of a child
     that reported per-item failures, only the items its cause lists)."""
-    from fanout_kit.common.json_stream import READ_CHUNK_BYTES
-    from fanout_kit.common.map_results import failed_items, unsuccessful_entries
+    from fanout_kit.patterns.distributed_map.json_stream import READ_CHUNK_BYTES
+    from fanout_kit.patterns.distributed_map.result_files import failed_items, unsuccessful_entries
 
     def read_json(key: str) -> Any:  # the run's manifest.json: a short list of result files
         return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
@@ -440,7 +440,7 @@ def start_redrive(sfn: Any, deployment: Deployment, plan: RedrivePlan) -> tuple[
 
 
 def cmd_redrive(args: Any, out: Any) -> int:
-    from fanout_kit.common.final_status import read_status
+    from fanout_kit.shared.final_status import read_status
 
     aws, deployment = _deployment(args)
     sqs, sfn = aws.client("sqs"), aws.client("stepfunctions")

@@ -212,7 +212,7 @@ def follow(watcher: Watcher, out: Any, interval: float, timeout: float) -> None:
 
 
 def summarize(out: Any, watcher: Watcher) -> int:
-    from fanout_kit.common.final_status import read_status
+    from fanout_kit.shared.final_status import read_status
 
     d, status = watcher.described, watcher.described["status"]
     color = {"SUCCEEDED": "green", "RUNNING": "cyan"}.get(status, "red")

@@ -112,7 +112,7 @@ def test_the_kit_s_own_idempotent_steps_retry_an_ambiguous_outcome(engine, batch
 )
 def test_a_wrong_ambiguous_setting_is_one_line_naming_it(override, message):
     from stacks.config import load_environment
-    from fanout_kit.statemachines.checks import ConfigError
+    from fanout_kit.shared.checks import ConfigError
 
     context = copy.deepcopy(read_cdk_context())
     context["fanout:environments"]["prod"]["retry"]["ambiguous"].update(override)
@@ -133,9 +133,9 @@ def test_a_wrong_ambiguous_setting_is_one_line_naming_it(override, message):
 
 
 def test_the_construct_props_check_ambiguous_too():
-    from fanout_kit.settings import WorkflowRetries
-    from fanout_kit.statemachines.checks import ConfigError
-    from fanout_kit.statemachines.retry_policy import RetrySettings
+    from fanout_kit.shared.settings import WorkflowRetries
+    from fanout_kit.shared.checks import ConfigError
+    from fanout_kit.shared.retry_policy import RetrySettings
 
     assert WorkflowRetries().ambiguous.max_attempts == 0
     with pytest.raises(ConfigError, match=r"^retries\.ambiguous\.maxAttempts: at most 3"):

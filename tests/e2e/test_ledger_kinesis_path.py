@@ -20,16 +20,16 @@ import pytest
 from moto import mock_aws
 from rich.console import Console
 
-from fanout_kit.cli import ledger_demo
+from fanout_kit.cli import run_ledger as ledger_demo
 from fanout_kit.local.event_sources import KinesisEventSource, KinesisMapping
-from fanout_kit.common.final_status import read_status
+from fanout_kit.shared.final_status import read_status
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
 
 @pytest.fixture(autouse=True)
 def _restore_metrics_dimensions():
-    from fanout_kit.common.observability import ledger_metrics as metrics
+    from fanout_kit.shared.observability import ledger_metrics as metrics
 
     before = dict(metrics.default_dimensions)
     yield

@@ -1,4 +1,4 @@
-"""The completion ledger's SQS path end to end on moto (``fanout_kit.cli.ledger_demo``): the synthesized dev
+"""The completion ledger's SQS path end to end on moto (``fanout_kit.cli.run_ledger``): the synthesized dev
 ledger stack, the real consumer / DLQ recorder / UpdateFinalStatus handlers in-process, local
 pollers standing in for the SQS event source mappings, the DynamoDB contention model on (the
 demo's default: transactions in flight cancel each other as on DynamoDB).
@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from fanout_kit.cli import ledger_demo
-from fanout_kit.common.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
-from fanout_kit.common.final_status import read_status
+from fanout_kit.cli import run_ledger as ledger_demo
+from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
+from fanout_kit.shared.final_status import read_status
 from tests.e2e.conftest import assert_no_denied_calls
 
 # Invocations that decide nothing emit no metric; Powertools warns about each.
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 def _restore_metrics_dimensions():
     """The in-process handlers share one Powertools Metrics object with the other ledger tests:
     put its default dimensions (the winner sets ``environment``) back as they were."""
-    from fanout_kit.common.observability import ledger_metrics as metrics
+    from fanout_kit.shared.observability import ledger_metrics as metrics
 
     before = dict(metrics.default_dimensions)
     yield

@@ -10,7 +10,7 @@ import pytest
 
 from fanout_kit.local.history import state_transitions, states_entered, task_attempts, task_errors
 from stacks.config import load_environment, read_cdk_context
-from fanout_kit.statemachines.asl_graph import happy_path_transitions
+from fanout_kit.shared.asl_graph import happy_path_transitions
 from tests.templates import only_definition
 
 CFG = load_environment(read_cdk_context(), "dev")
@@ -233,7 +233,7 @@ def test_the_redrive_of_an_exhausted_finalization_finalizes_over_the_guard_recor
         for e in failed.history
         if e["type"] == "TaskStateEntered" and e["stateEnteredEventDetails"]["name"] == "UpdateFinalStatus"
     )
-    from fanout_kit.common.final_status import record_success
+    from fanout_kit.shared.final_status import record_success
 
     result = record_success(
         engine.dynamodb, engine.table_name(), batch_id="finalize-redrive", execution_arn=failed.arn,

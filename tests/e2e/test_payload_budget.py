@@ -11,7 +11,7 @@ siblings cancelled and no DLQ message. Each branch now keeps only the ids and it
 import json
 
 from fanout_kit.local.history import states_entered, task_attempts
-from fanout_kit.common.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
+from fanout_kit.shared.limits import STATE_PAYLOAD_LIMIT_BYTES, payload_size
 
 FAILING, SIBLINGS = "ChargePayment", ("ReserveInventory", "NotifyCustomer")
 NEAR_THE_OLD_LIMIT = 250_000  # the kit accepted inputs up to 262,144 bytes before the cap
@@ -30,9 +30,9 @@ def near_the_limit(batch, batch_id: str) -> dict:
 
 
 def allow_inputs_as_large_as_before(monkeypatch):
-    """The input cap (fanout_kit.common.limits) would refuse this input at ValidateInput; lifted here
+    """The input cap (fanout_kit.shared.limits) would refuse this input at ValidateInput; lifted here
     to AWS's own limit, to show what the branch shape alone does with it."""
-    monkeypatch.setattr("fanout_kit.common.validation.PARALLEL_INPUT_MAX_BYTES", STATE_PAYLOAD_LIMIT_BYTES, raising=False)
+    monkeypatch.setattr("fanout_kit.patterns.parallel.validation.PARALLEL_INPUT_MAX_BYTES", STATE_PAYLOAD_LIMIT_BYTES, raising=False)
 
 
 def dead_lettered_tasks(engine):

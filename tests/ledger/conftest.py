@@ -91,7 +91,7 @@ class FakeLambdaClient:
     def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
         import io
 
-        import update_final_status
+        from fanout_kit.shared.handlers import update_final_status
 
         event = json.loads(Payload)
         self.invocations.append(event)
@@ -106,7 +106,7 @@ class FakeLambdaClient:
 @pytest.fixture
 def handler_env(aws: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """Environment of the ledger Lambdas, wired to in-process moto and the fake Lambda client."""
-    from fanout_kit.common import ledger_runtime
+    from fanout_kit.patterns.completion_ledger import runtime as ledger_runtime
 
     fake = FakeLambdaClient()
     for key, value in {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fanout_kit.common import ledger as ledger_rules
+from fanout_kit.patterns.completion_ledger import ledger as ledger_rules
 
 
 def create_ledger_table(client: Any, name: str) -> str:

@@ -11,14 +11,14 @@ import uuid
 import boto3
 import pytest
 
-import ledger_dlq_recorder
-import ledger_kinesis_consumer
-import ledger_kinesis_failure_recorder
-import ledger_sqs_consumer
-import ledger_sweeper
-from fanout_kit.common import final_status
-from fanout_kit.common.ledger import Ledger
-from fanout_kit.common.ledger_producer import demo_messages, send_to_kinesis, send_to_sqs
+from fanout_kit.patterns.completion_ledger.handlers import ledger_dlq_recorder
+from fanout_kit.patterns.completion_ledger.handlers import ledger_kinesis_consumer
+from fanout_kit.patterns.completion_ledger.handlers import ledger_kinesis_failure_recorder
+from fanout_kit.patterns.completion_ledger.handlers import ledger_sqs_consumer
+from fanout_kit.patterns.completion_ledger.handlers import ledger_sweeper
+from fanout_kit.shared import final_status
+from fanout_kit.patterns.completion_ledger.ledger import Ledger
+from fanout_kit.local.ledger_producer import demo_messages, send_to_kinesis, send_to_sqs
 
 # Invocations that decide nothing emit no metric; Powertools warns about each (pytest resets the
 # filter ledger_runtime installs for Lambda).
@@ -73,7 +73,7 @@ def ledger_batch(env, batch_id):
 @pytest.fixture
 def log_lines(monkeypatch):
     """The JSON lines the handlers' Powertools Logger writes during the test."""
-    from fanout_kit.common.observability import logger
+    from fanout_kit.shared.observability import logger
 
     buffer = io.StringIO()
     handler = logger.registered_handler
@@ -131,7 +131,7 @@ def test_finalize_failure_is_retried_by_the_same_winner(handler_env):
 
 
 def test_every_log_line_of_a_child_names_batch_and_child(handler_env, log_lines):
-    from fanout_kit.common.observability import logger
+    from fanout_kit.shared.observability import logger
 
     logger.setLevel("INFO")
     try:
@@ -173,11 +173,11 @@ def test_contention_beyond_the_ledger_retries_returns_the_message_and_it_counts_
     when it is delivered again."""
     from fanout_kit.local.dynamodb_contention import dynamodb_contention
     from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
-    from fanout_kit.common import ledger as ledger_module
-    from fanout_kit.common.ledger import shard_pk
+    from fanout_kit.patterns.completion_ledger import ledger as ledger_module
+    from fanout_kit.patterns.completion_ledger.ledger import shard_pk
 
     monkeypatch.setenv("LEDGER_COUNTER_SHARDS", shards)
-    from fanout_kit.common import ledger_runtime
+    from fanout_kit.patterns.completion_ledger import runtime as ledger_runtime
 
     build = ledger_runtime.ledger_from_env
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fanout_kit.settings import LedgerSettings
+from fanout_kit.shared.settings import LedgerSettings
 from stacks.config import ENVIRONMENTS_KEY, ConfigError, cdk_json_name, load_ledger_settings, read_cdk_context
 
 FIELDS = [cdk_json_name(name) for name in LedgerSettings.RANGES]  # the cdk.json names

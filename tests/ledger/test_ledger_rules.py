@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from fanout_kit.common.ledger import (
+from fanout_kit.patterns.completion_ledger.ledger import (
     SWEEPER,
     BatchNotRegistered,
     InvalidChildMessage,

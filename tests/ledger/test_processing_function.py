@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from fanout_kit.common import ledger_runtime
-from fanout_kit.common.ledger_runtime import ChildMessage, ChildWorkFailed, do_child_work, invoke_processing_function
+from fanout_kit.patterns.completion_ledger import runtime as ledger_runtime
+from fanout_kit.patterns.completion_ledger.runtime import ChildMessage, ChildWorkFailed, do_child_work, invoke_processing_function
 
 
 class RecordingLambda:

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fanout_kit.common import final_status
-from fanout_kit.common.ledger import Ledger, LedgerContention, Outcome, shard_key
+from fanout_kit.shared import final_status
+from fanout_kit.patterns.completion_ledger.ledger import Ledger, LedgerContention, Outcome, shard_key
 
 from tests.ledger.ledger_tables import create_ledger_table, create_status_table
 

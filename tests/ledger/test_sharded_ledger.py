@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from fanout_kit.common import final_status
-from fanout_kit.common.ledger import (
+from fanout_kit.shared import final_status
+from fanout_kit.patterns.completion_ledger.ledger import (
     BatchNotRegistered,
     Ledger,
     LedgerContention,

@@ -1,5 +1,5 @@
 """Stress: concurrent invocations drain a batch while the DynamoDB contention model cancels their
-transactions (fanout_kit/local/ledger_stress.py: TransactWriteItems hold their items 10-15 ms,
+transactions (benchmarks/ledger_stress.py: TransactWriteItems hold their items 10-15 ms,
 TransactionConflict as DynamoDB documents it, immediate redelivery, maxReceiveCount 3). Every
 child's work succeeds, so a child counted FAILED is a false failure: there must be none, the batch
 must be finalized exactly once, and no child's work may run twice.
@@ -16,8 +16,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from fanout_kit.local.ledger_stress import stress
-from fanout_kit.common.observability import logger
+from benchmarks.ledger_stress import stress
+from fanout_kit.shared.observability import logger
 
 WINDOW = (0.010, 0.015)
 ROUNDS = 3  # a round in which no message lost its race (a loaded machine serialized the threads) is run again

@@ -1,4 +1,4 @@
-"""The work record (fanout_kit.common.ledger_work): a child whose work succeeded is counted succeeded
+"""The work record (fanout_kit.patterns.completion_ledger.work_record): a child whose work succeeded is counted succeeded
 exactly once, whatever happens to its message, and its work is not run again.
 
 The counter is made to lose every race with the DynamoDB contention model
@@ -13,15 +13,16 @@ from collections import Counter
 
 import pytest
 
-import ledger_dlq_recorder
-import ledger_kinesis_consumer
-import ledger_sqs_consumer
+from fanout_kit.patterns.completion_ledger.handlers import ledger_dlq_recorder
+from fanout_kit.patterns.completion_ledger.handlers import ledger_kinesis_consumer
+from fanout_kit.patterns.completion_ledger.handlers import ledger_sqs_consumer
 from fanout_kit.local.dynamodb_contention import dynamodb_contention
 from fanout_kit.local.moto_fixes import serialized_dynamodb_writes
-from fanout_kit.common import final_status, ledger_runtime
-from fanout_kit.common import ledger as ledger_module
-from fanout_kit.common.ledger import Ledger, shard_pk
-from fanout_kit.common.ledger_work import WORK_FAILED, WORK_SUCCEEDED, WorkRecords
+from fanout_kit.shared import final_status
+from fanout_kit.patterns.completion_ledger import runtime as ledger_runtime
+from fanout_kit.patterns.completion_ledger import ledger as ledger_module
+from fanout_kit.patterns.completion_ledger.ledger import Ledger, shard_pk
+from fanout_kit.patterns.completion_ledger.work_record import WORK_FAILED, WORK_SUCCEEDED, WorkRecords
 from tests.ledger.test_consumers import child, kinesis_record, sqs_record
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")

@@ -1,0 +1,2 @@
+"""The completion-ledger pattern: finalize once when concurrent Lambdas drain SQS or Kinesis
+(``CompletionLedger``)."""

@@ -1,0 +1,1 @@
+"""The completion ledger's Lambda handlers (consumers, failure recorders, sweeper)."""

@@ -1,0 +1,1 @@
+"""The Distributed Map pattern: N items, a few to millions (``DistributedMapFanOut``)."""

@@ -1,0 +1,1 @@
+"""The Map workflow's own Lambda handlers (PrepareBatch, RetryFailedItems, ForwardFailedItems)."""

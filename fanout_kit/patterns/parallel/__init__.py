@@ -1,0 +1,1 @@
+"""The Parallel pattern: a fixed set of child tasks (``ParallelFanOut``)."""

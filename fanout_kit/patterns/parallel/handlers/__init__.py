@@ -1,0 +1,1 @@
+"""The Parallel workflow's own Lambda handler (ValidateInput)."""

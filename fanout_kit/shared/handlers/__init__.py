@@ -1,0 +1,1 @@
+"""Lambda handlers of the shared building blocks (UpdateFinalStatus, the execution-failure guard)."""
