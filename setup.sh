@@ -39,26 +39,29 @@ if [ "$(cat node_modules/.fanout-npm-stamp 2>/dev/null)" != "$npm_stamp" ]; then
   echo "$npm_stamp" > node_modules/.fanout-npm-stamp
 fi
 
-# The kit's folders on the venv's path (what an editable install does, without copying anything):
-# the app (app.py, stacks/) and the kit's package fanout_kit/ from here (statemachines/ through its
-# symlink fanout_kit/statemachines), the handlers and fanout_runtime from lambdas/, each by one
-# import name. Users of the kit install it instead: pip install <this folder> (pyproject.toml).
+# The kit installed editable (this folder on the venv's path, each module under one import name,
+# its `fanout` entry point); its dependencies are the pinned ones above. Users of the kit install
+# it instead: pip install <this folder> (pyproject.toml).
+# (`fanout`, the command, is its entry point in .venv/bin.)
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-printf '%s\n%s\n' "$PWD" "$PWD/lambdas" > "$site/fanout-kit-dev.pth"
-
-# The `fanout` command: python -m fanout_kit in this kit's venv, from any directory.
-cat > .venv/bin/fanout.tmp <<'SCRIPT'
-#!/bin/sh
-# The fan-out kit's command line, written by setup.sh: `fanout --help`.
-kit=$(cd "$(dirname "$0")/../.." && pwd)
-if [ ! -f "$kit/fanout_kit/cli/main.py" ]; then
-  echo "fanout: cannot find the kit next to $0 (run ./setup.sh in the kit's folder)" >&2
-  exit 2
+rm -f "$site/fanout-kit-dev.pth"  # what setup.sh wrote before the kit installed editable
+installed_here() {  # the installed fanout-kit is this folder's, at its version
+  (cd / && "$OLDPWD/.venv/bin/python" - "$OLDPWD" <<'PY'
+import importlib.metadata, pathlib, sys
+try:
+    import fanout_kit
+except ImportError:
+    sys.exit(1)
+here = pathlib.Path(sys.argv[1]).resolve()
+same_folder = pathlib.Path(fanout_kit.__file__).resolve().parent.parent == here
+sys.exit(0 if same_folder and importlib.metadata.version("fanout-kit") == fanout_kit.__version__ else 1)
+PY
+  )
+}
+if ! installed_here; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable .
 fi
-exec "$kit/.venv/bin/python" -m fanout_kit "$@"
-SCRIPT
-chmod +x .venv/bin/fanout.tmp
-mv .venv/bin/fanout.tmp .venv/bin/fanout
+rm -f .venv/bin/fanout.tmp
 
 if [ "${1:-}" = "--no-demo" ]; then
   exit 0

@@ -5,8 +5,8 @@
 Props that are plain data (retries, alarm thresholds, map and ledger settings, what every
 resource shares) come from ``fanout_kit.shared.settings`` and are re-exported here. Every name is
 imported on first use (PEP 562 ``__getattr__``): ``fanout_kit.shared.settings`` can be used without loading
-the CDK, and in Lambda, where the kit's handlers import ``fanout_kit.common.*`` from their code
-asset, this module loads nothing but ``_version`` (the asset holds only what the handlers import).
+the CDK, and in Lambda, where the kit's handlers import ``fanout_kit.shared.*`` and their pattern's
+modules from their code asset, this module loads nothing but ``_version`` (the asset holds only what the handlers import).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ _LAZY = {
     "DistributedMapFanOut": "fanout_kit.patterns.distributed_map.construct",
     "CompletionLedger": "fanout_kit.patterns.completion_ledger.construct",
     "KitFunction": "fanout_kit.shared.functions",
+    "runtime_layer": "fanout_kit.shared.layer",
 }
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "RetrySettings",
     "WorkflowRetries",
     "__version__",
+    "runtime_layer",
 ]
 
 

@@ -138,10 +138,10 @@ class FanoutApp:
 
         from rich.console import Console
 
-        from fanout_kit.cli.run_ledger import run_ledger_demo
+        from fanout_kit.cli.run_ledger import run_ledger_batch
 
         app, _found = self.load("ledger", stack)
-        return run_ledger_demo(app, children=children, fail=list(fail), concurrency=concurrency,
+        return run_ledger_batch(app, children=children, fail=list(fail), concurrency=concurrency,
                                duplicate=duplicate, source=source, batch_id=batch_id,
                                visibility_timeout=visibility_timeout,
                                console=Console(file=io.StringIO(), width=120))

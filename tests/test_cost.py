@@ -260,16 +260,16 @@ def test_a_local_ledger_run_prints_its_measured_cost(dev_app):
 
     from rich.console import Console
 
-    from fanout_kit.cli.run_ledger import run_ledger_demo
+    from fanout_kit.cli.run_ledger import run_ledger_batch
 
     out = io.StringIO()
-    facts = run_ledger_demo(dev_app, children=6, fail=[], concurrency=2, duplicate=False,
+    facts = run_ledger_batch(dev_app, children=6, fail=[], concurrency=2, duplicate=False,
                             console=Console(file=out, width=400), batch_id="cost-ledger")
     cost = facts["measured_cost"]
     assert facts["ledger_status"] == "COMPLETED"
     assert cost["counts"]["transitions"] == 0  # no Step Functions on the ledger path
     assert cost["counts"]["invocations"] >= 1
-    # each child: its transactional mark + counter, and the work record (fanout_kit/common/ledger_work)
+    # each child: its transactional mark + counter, and the work record (fanout_kit/patterns/completion_ledger/work_record.py)
     assert cost["components"]["dynamodb_write_units"]["quantity"] >= 4 * 6
     assert cost["components"]["sqs_requests"]["quantity"] >= 1  # the producer's send at least
     assert cost["total_usd"] > 0

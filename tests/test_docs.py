@@ -44,8 +44,8 @@ def test_the_site_builds_strictly_and_shows_the_version(tmp_path):
     assert f"Fan-out kit {__version__}" in (site / "index.html").read_text()
     assert (site / "parallel-workflow.svg").is_file() and (site / "map-workflow.svg").is_file()
     constructs = (site / "reference" / "constructs.html").read_text()
-    for name in ("parallel.ParallelFanOut", "distributed_map.DistributedMapFanOut", "ledger.CompletionLedger",
-                 "parallel.FanOutTask"):
+    for name in ("patterns.parallel.construct.ParallelFanOut", "patterns.distributed_map.construct.DistributedMapFanOut",
+                 "patterns.completion_ledger.construct.CompletionLedger", "patterns.parallel.construct.FanOutTask"):
         assert f'id="fanout_kit.{name}"' in constructs, name
     assert "fanout dlq redrive" in (site / "reference" / "cli.html").read_text()  # drawn from the parser
     assert f"[{__version__}]" in (site / "changelog.html").read_text()

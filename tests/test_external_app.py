@@ -41,23 +41,23 @@ def external(tmp_path_factory):
         "HOME": str(work),
         "CDK_OUTDIR": str(work / "cdk.out"),
     }
-    where = run([sys.executable, "-S", "-c", "import fanout_kit.shared.assets as f; print(f.__file__, f.HANDLERS_DIR)"],
+    where = run([sys.executable, "-S", "-c", "import fanout_kit.shared.assets as f; print(f.__file__, f.kit_handler_file('update_final_status'))"],
                 cwd=EXAMPLE, env=env).stdout.split()
     run([sys.executable, "-S", "app.py"], cwd=EXAMPLE, env=env)
     return work, where, load_assembly(work / "cdk.out", workflow_stacks={"parallel": STACK}, region="eu-west-1")
 
 
 def test_the_app_uses_the_installed_wheel_with_its_own_handlers(external):
-    work, (module_file, kit_asset), _ = external
+    work, (module_file, kit_handler), _ = external
     assert module_file.startswith(str(work / "site" / "fanout_kit"))
-    assert kit_asset == str(work / "site" / "fanout_kit" / "lambdas")
+    assert kit_handler == str(work / "site" / "fanout_kit" / "shared" / "handlers" / "update_final_status.py")
     wheel_files = sorted(p.relative_to(work / "site").as_posix() for p in (work / "site").rglob("*.py")
                          if "__pycache__" not in p.parts and ".dist-info" not in p.as_posix())
     assert "fanout_runtime/errors.py" in wheel_files and "fanout_kit/patterns/completion_ledger/runtime.py" in wheel_files
-    assert "fanout_kit/statemachines/parallel_workflow.py" in wheel_files
+    assert "fanout_kit/patterns/parallel/definition.py" in wheel_files
     assert {f.split("/")[0] for f in wheel_files} - {"bin"} == {"fanout_kit", "fanout_runtime"}  # nothing else on top
-    assert "fanout_kit/lambdas/update_final_status.py" in wheel_files
-    assert not any(f.startswith(("fanout_kit/lambdas/tasks", "fanout_kit/lambdas/map_item_worker")) for f in wheel_files)
+    assert "fanout_kit/shared/handlers/update_final_status.py" in wheel_files
+    assert not any(f.startswith(("fanout_kit/lambdas", "tasks/")) or "map_item_worker" in f for f in wheel_files)
     assert "fanout_kit/cli/main.py" in wheel_files and "fanout_kit/local/engine.py" in wheel_files  # fanout run --app
     assert not any(f.startswith(("stacks/", "tests/")) for f in wheel_files)  # the repository's app is not the kit
     assert (work / "site" / "bin" / "fanout").is_file()  # the console script

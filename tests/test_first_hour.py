@@ -22,7 +22,7 @@ import pytest
 from fanout_kit.shared.limits import PARALLEL_INPUT_MAX_BYTES
 from tests.conftest import ROOT
 
-KIT_PARTS = ("app.py", "cdk.json", "fanout_kit", "stacks", "statemachines", "lambdas", "examples")
+KIT_PARTS = ("app.py", "cdk.json", "fanout_kit", "fanout_runtime", "stacks", "lambdas", "examples")
 PARALLEL = json.loads((ROOT / "examples" / "batch.json").read_text())
 
 
@@ -46,7 +46,7 @@ def copy_kit(dest: Path) -> Path:
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", ".fanout-cache"),
-                            symlinks=True)  # fanout_kit/statemachines -> ../statemachines, in the copy
+                            symlinks=True)
         else:
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest / name)

@@ -1,11 +1,13 @@
-"""The kit's layering, checked on the source: no import cycle, each layer imports only the layers
-below it, and every module is loaded under exactly one name.
+"""The kit's layering, checked on the source: no import cycle, imports run one way, and every
+module is loaded under exactly one name.
 
 Layers, bottom up: fanout_runtime (the contract of the users' functions, standard library only) <
-fanout_kit.common (the handlers' shared code) < fanout_kit.statemachines (workflow builders, pure
-rules) < fanout_kit (constructs) < stacks (this app: cdk.json -> props) < the tools
-(fanout_kit.cli, fanout_kit.local, fanout_kit.ops, fanout_kit.pytest_plugin: the command line and
-the local engine). The handlers (lambdas/*.py) use fanout_kit.common and fanout_runtime only.
+fanout_kit.shared (what the patterns share: the shared constructs, rules and handlers) <
+fanout_kit.patterns (each pattern: its construct, its definition, its handlers; a pattern does not
+import another) < fanout_kit (the package's own modules: the lazy exports) < fanout_kit.local and
+fanout_kit.ops (the local engine; the operations on a deployed stack) < fanout_kit.cli and
+fanout_kit.pytest_plugin (the command line; the tests' fixture). Nothing of the kit imports this
+repository's app (stacks/, app.py, lambdas/), and the app imports only the kit's constructs layers.
 """
 
 from __future__ import annotations
@@ -18,38 +20,34 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAMBDAS = ROOT / "lambdas"
-TOOLS = ("fanout_kit.cli", "fanout_kit.local", "fanout_kit.ops", "fanout_kit.pytest_plugin", "fanout_kit.__main__")
-# The layers, bottom up: a module's layer is the longest prefix of its name listed here
-LAYERS = ("fanout_runtime", "fanout_kit.common", "fanout_kit.statemachines", "fanout_kit", "stacks", *TOOLS)
+# The layers: a module's layer is the longest prefix of its name listed here ("app" otherwise:
+# this repository's app, stacks/ and lambdas/)
+LAYERS = ("fanout_runtime", "fanout_kit.shared", "fanout_kit.patterns", "fanout_kit", "fanout_kit.local",
+          "fanout_kit.ops", "fanout_kit.cli", "fanout_kit.pytest_plugin", "fanout_kit.__main__")
+KIT = {"fanout_kit.shared", "fanout_kit.patterns", "fanout_kit"}
+TOOLS = {"fanout_kit.local", "fanout_kit.ops", "fanout_kit.cli", "fanout_kit.pytest_plugin", "fanout_kit.__main__"}
 # layer -> layers it must never import (at module level or inside a function)
 FORBIDDEN = {
-    "fanout_runtime": {"fanout_kit.common", "fanout_kit.statemachines", "fanout_kit", "stacks", "tools", "handlers"},
-    "fanout_kit.common": {"fanout_kit.statemachines", "fanout_kit", "stacks", "tools"},
-    "fanout_kit.statemachines": {"fanout_kit", "stacks", "tools"},
-    "fanout_kit": {"stacks", "tools"},
-    "stacks": {"tools"},
-    "handlers": {"fanout_kit.statemachines", "fanout_kit", "stacks", "tools"},
+    "fanout_runtime": KIT | TOOLS | {"app"},
+    "fanout_kit.shared": {"fanout_kit.patterns", "fanout_kit"} | TOOLS | {"app"},
+    "fanout_kit.patterns": {"fanout_kit"} | TOOLS | {"app"},
+    "fanout_kit": TOOLS | {"app"},
+    "fanout_kit.local": {"fanout_kit.cli", "fanout_kit.pytest_plugin", "fanout_kit.__main__", "app"},
+    "fanout_kit.ops": {"fanout_kit.cli", "fanout_kit.pytest_plugin", "fanout_kit.__main__", "app"},
+    "fanout_kit.cli": {"app"},
+    "fanout_kit.pytest_plugin": {"fanout_kit.__main__", "app"},
+    "app": TOOLS,
 }
 
 
 def source_modules() -> dict[str, Path]:
-    """Module name (as imported: the root and lambdas/ are the import roots; statemachines/ is
-    fanout_kit.statemachines, through the symlink) -> file."""
+    """Module name (as imported: this folder and lambdas/ are the import roots) -> file."""
     found: dict[str, Path] = {}
-
-    def add(folder: Path, prefix: tuple[str, ...], relative_to: Path) -> None:
+    for folder, root in ((ROOT / "fanout_kit", ROOT), (ROOT / "fanout_runtime", ROOT), (ROOT / "stacks", ROOT),
+                         (LAMBDAS, LAMBDAS)):
         for path in sorted(folder.rglob("*.py")):
-            parts = path.relative_to(relative_to).with_suffix("").parts
-            if parts[: len(prefix) + 1] == ("fanout_kit", "statemachines"):
-                continue  # the symlink: added once, below
-            found[".".join((*prefix, *parts)).removesuffix(".__init__")] = path
-
-    add(ROOT / "fanout_kit", (), ROOT)
-    add(ROOT / "stacks", (), ROOT)
-    add(ROOT / "statemachines", ("fanout_kit",), ROOT)
-    add(LAMBDAS / "fanout_runtime", (), LAMBDAS)
-    for path in LAMBDAS.glob("*.py"):
-        found[path.stem] = path
+            found[".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")] = path
+    found["app"] = ROOT / "app.py"
     return found
 
 
@@ -127,8 +125,14 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def layer(module: str) -> str:
     for name in sorted(LAYERS, key=len, reverse=True):
         if module == name or module.startswith(name + "."):
-            return "tools" if name in TOOLS else name
-    return "handlers"
+            return name
+    return "app"
+
+
+def pattern(module: str) -> str | None:
+    """The pattern ``module`` belongs to (fanout_kit.patterns.<pattern>...), if any."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["fanout_kit", "patterns"] and len(parts) > 2 else None
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -148,24 +152,40 @@ def test_each_layer_imports_only_the_layers_below_it():
         for module, deps in graph(top_level_only=False).items()
         for dep in deps
         if layer(dep) in FORBIDDEN.get(layer(module), set())
+        or (pattern(module) and pattern(dep) and pattern(module) != pattern(dep))
     )
     assert wrong == []
 
 
+def test_the_layer_check_sees_a_wrong_import():
+    """The rules above can fail: an import of the command line from the ops, of another pattern
+    from a pattern and of this app from the kit are each refused."""
+    assert "fanout_kit.cli" in FORBIDDEN[layer("fanout_kit.ops.dlq")]
+    assert layer("stacks.app_builder") in FORBIDDEN[layer("fanout_kit.local.engine")]
+    assert pattern("fanout_kit.patterns.parallel.construct") != pattern("fanout_kit.patterns.distributed_map.manifest")
+    assert layer("fanout_kit.patterns.parallel.construct") == "fanout_kit.patterns"
+
+
 def test_every_module_is_loaded_under_one_name(tmp_path):
     """The CDK app, the command line and every handler loaded in one interpreter: no file is
-    a module twice (e.g. statemachines/x.py by its former top-level name next to
-    fanout_kit.statemachines.x, through the symlink)."""
-    handlers = ", ".join(repr(p.stem) for p in sorted(LAMBDAS.glob("*.py")))
+    a module twice (e.g. a kit handler by its Handler's top-level name next to its module in the
+    kit)."""
+    from fanout_kit.shared.assets import KIT_HANDLERS
+
+    handlers = ", ".join(repr(name) for name in [*KIT_HANDLERS.values(), "tasks.handler", "map_item_worker"])
+    routed = ", ".join(repr(f"{name}.handler") for name in KIT_HANDLERS)
     program = f"""
 import importlib, os, sys, collections
 import stacks.app_builder, fanout_kit.cli.main, fanout_kit.local.engine, fanout_kit
+from fanout_kit.local.moto_lambda import kit_module
 for name in ({handlers},):
     importlib.import_module(name)
+for handler in ({routed},):  # as the local engine's Lambda router runs the kit's functions
+    kit_module(handler)
 by_file = collections.defaultdict(set)
 for name, module in list(sys.modules.items()):
     path = getattr(module, "__file__", None)
-    path = path and os.path.realpath(path)  # fanout_kit/statemachines is a symlink to statemachines/
+    path = path and os.path.realpath(path)
     if path and "{ROOT}" in path and "site-packages" not in path:
         by_file[path].add(name)
 print(sorted((f, sorted(n)) for f, n in by_file.items() if len(n) > 1))

@@ -1,7 +1,7 @@
 """Layering: the infrastructure code (the CDK app) must not load the handlers' runtime libraries.
 
-At synth, the app imports only pure modules of ``fanout_kit.common`` (error names, status rules, metric
-names, the ledger's rules); boto3 and Powertools are for the Lambda runtime. Each check runs in a
+At synth, the app imports only pure modules of ``fanout_kit.shared`` and ``fanout_kit.patterns``
+(constructs, definitions, error names, status rules, metric names, the ledger's rules); boto3 and Powertools are for the Lambda runtime. Each check runs in a
 fresh interpreter, so modules other tests imported do not hide (or cause) a violation, and names
 the chain of imports that loaded the first forbidden module.
 """
@@ -18,11 +18,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_ONLY = ("boto3", "botocore", "aws_lambda_powertools")
-# The modules of fanout_kit.common that may load them (see its docstring); every other one is pure.
-RUNTIME_MODULES = {"observability", "ledger_runtime"}
+# The modules of the constructs' layers that may load them (the handlers, in handlers/ folders, and
+# these); every other one is pure.
+RUNTIME_MODULES = {"fanout_kit.shared.observability", "fanout_kit.patterns.completion_ledger.runtime"}
 PURE_MODULES = sorted(
-    f"fanout_kit.common.{p.stem}" for p in (ROOT / "fanout_kit" / "common").glob("*.py")
-    if p.stem != "__init__" and p.stem not in RUNTIME_MODULES
+    name for name in (".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                      for layer in ("shared", "patterns") for p in (ROOT / "fanout_kit" / layer).rglob("*.py"))
+    if ".handlers" not in name and name not in RUNTIME_MODULES
 )
 
 # Run in the child interpreter: a meta path finder that finds nothing but records, for the first
@@ -84,7 +86,7 @@ def test_the_cdk_app_loads_no_boto3_botocore_or_powertools(module):
 
 @pytest.mark.parametrize("module", PURE_MODULES)
 def test_pure_shared_modules_load_no_runtime_library(module):
-    """What the CDK app may import from fanout_kit.common: a new module is pure unless it is listed
+    """What the CDK app may import from the constructs' layers: a new module is pure unless it is listed
     in RUNTIME_MODULES (and then the app must not import it)."""
     found = imported_runtime_modules(module)
     assert found["loaded"] == [], f"{module} loads runtime-only packages at import ({describe(found)})"

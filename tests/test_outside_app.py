@@ -141,7 +141,7 @@ FUNCTIONS = {
             return {"ids": {1, 2}}  # not JSON
         ''',
     "strict_import.py": '''\
-        from fanout_kit.common.errors import RetryableTaskError  # the kit's, not in this asset
+        from fanout_kit.shared.limits import RetryableTaskError  # the kit's, not in this asset
 
 
         def handler(event, context):

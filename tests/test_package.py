@@ -4,13 +4,15 @@ namespace."""
 
 from __future__ import annotations
 
+import ast
+
 import modulefinder
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from fanout_kit.shared.assets import KIT_HANDLERS, module_closure
+from fanout_kit.shared.assets import KIT_HANDLERS, kit_handler_file, module_closure
 from tests.conftest import ROOT
 
 KIT_PREFIXES = ("fanout_kit", "fanout_runtime")
@@ -58,7 +60,7 @@ def test_each_kit_function_asset_holds_exactly_what_its_handler_imports(dev_app)
         assert shipped == loaded | {f"{module}.py"}, f"{stack} {handler}: {sorted(shipped ^ (loaded | {f'{module}.py'}))}"
         assert not any(f.startswith("tasks/") or f == "map_item_worker.py" for f in shipped)
         assert "fanout_kit/__init__.py" in shipped and "fanout_kit/_version.py" in shipped
-        assert not any(f.startswith(("fanout_kit/statemachines", "fanout_kit/local", "fanout_kit/cli", "stacks"))
+        assert not any(f.startswith(("fanout_kit/local", "fanout_kit/cli", "fanout_kit/ops", "stacks"))
                        for f in shipped)
 
 
@@ -97,13 +99,24 @@ def test_the_closure_follows_relative_imports_and_parent_packages(tmp_path):
         module_closure(["nope"], tmp_path / "handlers", {"pkg": tmp_path})
 
 
-def test_the_wheel_ships_the_kit_handlers_and_only_those():
-    """pyproject's force-include lists the kit's handler modules (KIT_HANDLERS), not the app's."""
+def test_the_wheel_is_the_source_tree():
+    """pyproject maps no file to another place: the wheel's packages are the source folders, the
+    sdist holds them once, and every kit handler lives in the kit, next to its pattern."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]
-    shipped = {target for target in config["wheel"]["force-include"].values() if target.startswith("fanout_kit/lambdas/")}
-    assert shipped == {f"fanout_kit/lambdas/{name}.py" for name in KIT_HANDLERS}
-    sdist = set(config["sdist"]["only-include"])
-    assert {f"lambdas/{name}.py" for name in KIT_HANDLERS} <= sdist
-    assert set(config["wheel"]["force-include"]) - {"statemachines"} <= sdist  # the wheel builds from the sdist
-    handlers_in_repo = {p.stem for p in (ROOT / "lambdas").glob("*.py")}
-    assert handlers_in_repo - set(KIT_HANDLERS) == {"map_item_worker"}  # the app's; every other is the kit's
+    assert config["wheel"]["packages"] == ["fanout_kit", "fanout_runtime"]
+    assert "force-include" not in config["wheel"] and "force-include" not in config.get("sdist", {})
+    assert {"fanout_kit", "fanout_runtime"} <= set(config["sdist"]["only-include"])
+    for name, module in KIT_HANDLERS.items():
+        path = kit_handler_file(name)
+        assert path.is_relative_to(ROOT / "fanout_kit") and path.stem == name, name
+        assert ".handlers." in module, f"{name}: a kit handler lives in a handlers/ folder"
+    assert {p.stem for p in (ROOT / "lambdas").glob("*.py")} == {"map_item_worker"}  # the app's only
+
+
+def test_the_kits_handlers_import_by_absolute_names():
+    """A kit handler runs as the top-level module its Handler names (``prepare_map_batch`` in
+    /var/task), not as its module in the kit: a relative import in it would fail on AWS."""
+    relative = [f"{name}: line {node.lineno}" for name in KIT_HANDLERS
+                for node in ast.walk(ast.parse(kit_handler_file(name).read_text()))
+                if isinstance(node, ast.ImportFrom) and node.level]
+    assert relative == []

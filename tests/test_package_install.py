@@ -7,8 +7,8 @@ Offline: the artifacts are built with the venv's pinned hatchling (``pip wheel -
 and hatchling's PEP 517 ``build_sdist``) and installed with ``pip install --no-index --no-deps``.
 The kit's dependencies (aws-cdk-lib, constructs, cdk-nag, jsii...) have no wheels on this machine
 (pip's cache holds none, and there is no wheelhouse), so the clean venv reaches them through one
-``.pth`` line naming this venv's site-packages: a path, not a site dir, so the development
-``fanout-kit-dev.pth`` there (which puts this repository on the path) is not read.
+``.pth`` line naming this venv's site-packages: a path, not a site dir, so the editable install's
+``_fanout_kit.pth`` there (which puts this repository on the path) is not read.
 """
 
 from __future__ import annotations
@@ -102,8 +102,10 @@ def check_install(python: Path, work: Path) -> None:
     tops = {f.split("/")[0] for f in files}
     assert tops == {"fanout_kit", "fanout_runtime", f"fanout_kit-{__version__}.dist-info", ".."}, tops
     assert [f for f in files if f.startswith("..")] == ["../../../bin/fanout"]  # the console script
-    assert {f"fanout_kit/lambdas/{h}.py" for h in KIT_HANDLERS} == {f for f in files if f.startswith("fanout_kit/lambdas/")}
-    assert "fanout_kit/statemachines/parallel_workflow.py" in files and "fanout_kit/patterns/completion_ledger/runtime.py" in files
+    # the source tree as it is: each kit handler in its pattern's folder, nothing mapped elsewhere
+    assert {f"{m.replace('.', '/')}.py" for m in KIT_HANDLERS.values()} <= set(files)
+    assert not any(f.startswith("fanout_kit/lambdas/") for f in files)
+    assert "fanout_kit/patterns/parallel/definition.py" in files and "fanout_kit/patterns/completion_ledger/runtime.py" in files
 
     version = run([python.parent / "fanout", "--version"], env=env, cwd=work).stdout.strip()
     assert version == f"fanout {__version__}"
@@ -130,7 +132,7 @@ def test_the_wheel_holds_the_two_import_packages_and_its_metadata(artifacts):
     _, wheel, _, _ = artifacts
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"fanout_kit", "fanout_runtime", f"fanout_kit-{__version__}.dist-info"}
-    assert not any(n.startswith(("fanout_kit/lambdas/tasks", "fanout_kit/lambdas/map_item_worker")) for n in names)
+    assert not any(n.startswith(("fanout_kit/lambdas/", "tasks/", "map_item_worker")) for n in names)  # not the app's
     assert "fanout_kit/py.typed" in names  # PEP 561: the constructs' type hints are for type checkers too
     metadata = zipfile.ZipFile(wheel).read(f"fanout_kit-{__version__}.dist-info/METADATA").decode()
     for line in ("Requires-Python: >=3.11", "License-Expression: Apache-2.0", "Requires-Dist: aws-cdk-lib<3,>=2.275.0",
@@ -147,7 +149,7 @@ def test_the_sdist_holds_the_sources_of_the_wheel_and_not_the_app(artifacts):
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     assert {"pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "PKG-INFO", "fanout_kit/shared/states.py",
             "fanout_kit/__init__.py", "fanout_runtime/errors.py", "fanout_kit/patterns/parallel/handlers/validate_input.py"} <= names
-    assert not any(n.startswith(("tests/", "stacks/", "lambdas/tasks/", "fanout_kit/statemachines/", "benchmarks/"))
+    assert not any(n.startswith(("tests/", "stacks/", "lambdas/", "statemachines/", "benchmarks/", "tools/"))
                    for n in names)
     assert "app.py" not in names and "lambdas/map_item_worker.py" not in names
 

@@ -61,7 +61,7 @@ def sandboxes(tmp_path):
     asset = tmp_path / "asset"
     asset.mkdir()
     (asset / "app.py").write_text(HANDLERS)
-    (asset / "imports_kit.py").write_text("from fanout_kit.common.errors import RetryableTaskError\n\ndef handler(e, c):\n    return 1\n")
+    (asset / "imports_kit.py").write_text("from fanout_kit.shared.limits import RetryableTaskError\n\ndef handler(e, c):\n    return 1\n")
     boxes = Sandboxes("eu-west-1", "123456789012")
     yield boxes, asset
     boxes.close()
@@ -168,13 +168,13 @@ def test_the_ledger_never_reruns_work_for_a_namespace_read_before_the_stack_set_
     namespace, so no batch fails on the flush and no child is redelivered."""
     from rich.console import Console
 
-    from fanout_kit.cli.run_ledger import run_ledger_demo
+    from fanout_kit.cli.run_ledger import run_ledger_batch
     from fanout_kit.shared import observability
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setattr(observability.ledger_metrics, "namespace", None)
     errors = []
-    facts = run_ledger_demo(dev_app, children=8, fail=[], concurrency=2, duplicate=False, console=Console(file=io.StringIO()),
+    facts = run_ledger_batch(dev_app, children=8, fail=[], concurrency=2, duplicate=False, console=Console(file=io.StringIO()),
                             visibility_timeout=60,  # no redelivery of a slow batch on a loaded machine
                             on_engine=lambda engine: errors.extend(r.error_type for r in engine.router.invocations if r.error_type))
     assert facts["ledger_status"] == "COMPLETED"

@@ -20,7 +20,7 @@ from fanout_kit.shared.cost import Assumptions, Estimate, estimate, estimate_sqs
 
 ITEMS = 1_000_000
 START, END = "<!-- cost-table: start (python -m tools.cost_table --write) -->", "<!-- cost-table: end -->"
-COST_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cost.md"
+COST_PAGE = Path(__file__).resolve().parents[1] / "docs" / "cost.md"
 
 # column -> the Usage fields it sums
 COLUMNS: dict[str, tuple[str, ...]] = {

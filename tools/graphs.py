@@ -14,7 +14,7 @@ from pathlib import Path
 from fanout_kit.local.template import SynthesizedApp, state_machine_definitions
 from tools.graph_svg import to_svg
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 WORKFLOWS = {"parallel": "Parallel workflow", "map": "Distributed Map workflow"}
 
 

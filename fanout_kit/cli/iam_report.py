@@ -241,10 +241,10 @@ def _app_map_scenarios(engine: Any, example: dict[str, Any] | None) -> list[str]
 def _ledger_scenarios(app: Any, reports: list[Any], keep: Callable[[str], bool] | None = None) -> list[str]:
     from rich.console import Console
 
-    from fanout_kit.cli import run_ledger as ledger_demo
+    from fanout_kit.cli import run_ledger
 
     for batch_id, fail in (("iam-ledger-ok", []), ("iam-ledger-failed", [3])):
-        ledger_demo.run_ledger_demo(
+        run_ledger.run_ledger_batch(
             app, children=6, fail=fail, concurrency=2, duplicate=True,
             console=Console(file=io.StringIO()), batch_id=batch_id,
             on_engine=lambda engine: reports.append(engine.iam_report(keep)),

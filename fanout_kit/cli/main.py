@@ -76,9 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "--fail / --fail-item, so that something is dead-lettered)")
     run.add_argument("--no-sleep", action="store_true",
                      help="record Retry waits instead of sleeping them")
-    from fanout_kit.cli import run_ledger as ledger_demo
+    from fanout_kit.cli import run_ledger
 
-    ledger_demo.add_arguments(
+    run_ledger.add_arguments(
         sub.add_parser("ledger", help="run a completion-ledger batch locally (SQS consumers on moto)")
     )
     from fanout_kit.cli import estimate

@@ -116,7 +116,7 @@ def child_index(body: str | bytes) -> Any:
         return None
 
 
-def run_ledger_demo(
+def run_ledger_batch(
     app: Any,
     *,
     children: int,
@@ -544,7 +544,7 @@ def run_from_args(args: argparse.Namespace, console: Console | None = None) -> i
             app = synthesize(args.env)
         console.print(f"synthesized {args.env} in {time.monotonic() - started:.1f}s")
     try:
-        facts = run_ledger_demo(
+        facts = run_ledger_batch(
             app,
             source=getattr(args, "source", "sqs"),
             children=args.children,

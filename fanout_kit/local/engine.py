@@ -78,7 +78,7 @@ from fanout_kit.local.moto_lambda import (
     UNHANDLED_ERROR_NAMES,
     LambdaRouter,
     LocalFunction,
-    is_kit_code,
+    runs_in_process,
     is_kit_handler,
     metrics_namespaces,
     restore_metrics_namespaces,
@@ -114,11 +114,10 @@ def _clear_handler_client_caches() -> None:
     """Empty the ``functools.cache`` of every loaded handler module (their cached boto3 clients)."""
     import sys
 
-    from fanout_kit.local.moto_lambda import LAMBDAS_DIR
+    from fanout_kit.local.moto_lambda import is_handler_file
 
     for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None) or ""
-        if not path.startswith(str(LAMBDAS_DIR)):
+        if not is_handler_file(getattr(module, "__file__", None) or ""):
             continue
         for value in list(vars(module).values()):
             if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == module.__name__:
@@ -517,7 +516,7 @@ class LocalEngine:
             env = resolve(props.get("Environment", {}).get("Variables", {}))
             local.functions[lid] = env.get("POWERTOOLS_SERVICE_NAME", lid)
             code_dir = code_directory(self.app.outdir, props)
-            if self.sandbox and code_dir is not None and not is_kit_code(code_dir, props["Handler"]):
+            if self.sandbox and code_dir is not None and not runs_in_process(code_dir, props["Handler"]):
                 # The app's own function: its own processes, its own environment (not shared)
                 self._register_sandboxed(lid, props, env, code_dir, template, resolve)
                 local.environment.update({k: v for k, v in env.items() if k not in local.environment})

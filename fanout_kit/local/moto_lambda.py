@@ -3,8 +3,10 @@
 Written against **moto 5.2.5** (``MOTO_VERSION`` below; ``test_moto_adapter.py`` fails loudly when
 the installed moto differs or the patched method changes shape). With ``lambda.use_docker`` off,
 moto's ``LambdaSimpleBackend.invoke(function_name, qualifier, body, headers, response_headers)``
-returns a canned answer; this module replaces it with one that imports the function's handler from
-``lambdas/`` (or, for a function of another app, from its synthesized code asset) and calls it, and answers an unhandled exception the way the AWS Python runtime does:
+returns a canned answer; this module replaces it with one that imports the function's handler (the
+kit's by its module in the kit, ``KIT_HANDLERS``; an app's by its name when importable, else from its
+synthesized code asset) and calls it, and answers an unhandled exception the way the AWS Python
+runtime does:
 status 200, header ``X-Amz-Function-Error: Unhandled`` and the payload
 ``{"errorMessage", "errorType", "requestId", "stackTrace"}``, so that Step Functions' Retry and
 Catch see the real error name (the exception's class name).
@@ -20,7 +22,9 @@ rules also cover) are injected here too: the invoke is answered with that API er
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import json
@@ -38,10 +42,9 @@ import moto
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
 
+from fanout_kit.shared.assets import KIT_HANDLERS, kit_handler_file
+
 MOTO_VERSION = "5.2.5"
-# The kit's handlers: lambdas/ in this repository, fanout_kit/lambdas in the installed wheel
-_REPO_LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
-LAMBDAS_DIR = _REPO_LAMBDAS if _REPO_LAMBDAS.is_dir() else Path(__file__).resolve().parents[2] / "fanout_kit" / "lambdas"
 
 
 class FunctionStopped(BaseException):
@@ -104,23 +107,40 @@ def _local_crash() -> None:
 _ASSET_IMPORT = threading.Lock()  # Parallel branches invoke at once: one of them loads the module
 
 
-def asset_module(name: str, path: Path) -> Any:
-    """The handler module of another app's function, loaded from its code asset under its own
-    name (as the Lambda runtime imports it from /var/task). A handler importing sibling modules
-    of its asset is not supported locally; a name already loaded from another file is refused."""
+def asset_module(name: str, code_dir: Path) -> Any:
+    """The handler module ``name`` of another app's function, loaded from its code asset
+    ``code_dir`` under its own name, as the Lambda runtime imports it from /var/task: a module of
+    a package (``tasks.handler``) loads its package from the asset, so its sibling modules import
+    too. A top-level name already loaded from another folder is refused."""
+    top = name.split(".")[0]
     with _ASSET_IMPORT:
-        loaded = sys.modules.get(name)
+        loaded = sys.modules.get(top)
         if loaded is not None:
-            if Path(getattr(loaded, "__file__", "") or "").resolve() != path.resolve():
-                raise RuntimeError(f"handler module {name!r} of {path} is already loaded from {loaded.__file__}")
-            return loaded
-        if not path.is_file():
-            raise RuntimeError(f"handler module {name!r} not found in the function's code asset ({path})")
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module  # only once it is complete
-        return module
+            where = [Path(p).resolve() for p in (getattr(loaded, "__path__", None) or [getattr(loaded, "__file__", "") or ""])]
+            if not any(p == (code_dir / top).resolve() or p == (code_dir / f"{top}.py").resolve() for p in where):
+                raise RuntimeError(f"handler module {name!r} of {code_dir} is already loaded from "
+                                   f"{', '.join(map(str, where))}")
+        else:
+            spec = importlib.machinery.PathFinder.find_spec(top, [str(code_dir)])
+            if spec is None:
+                raise RuntimeError(f"handler module {name!r} not found in the function's code asset ({code_dir})")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[top] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[top]
+                raise
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            raise RuntimeError(f"handler module {name!r} not found in the function's code asset ({code_dir})") from error
+
+
+def kit_module(handler: str) -> Any:
+    """The module of the kit's handler ``handler`` ("prepare_map_batch.handler"), imported from the
+    kit by its own name (``KIT_HANDLERS``), so its clients and settings are the kit's one copy."""
+    return importlib.import_module(KIT_HANDLERS[handler.rpartition(".")[0]])
 
 
 class RetryableTaskError(Exception):
@@ -240,7 +260,7 @@ def _handler_metrics() -> list[Any]:
     if metrics_type is not None:
         for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None) or ""
-            if name != "fanout_kit.shared.observability" and not path.startswith(str(LAMBDAS_DIR)):
+            if name != "fanout_kit.shared.observability" and not is_handler_file(path):
                 continue
             for value in list(vars(module).values()):
                 if isinstance(value, metrics_type) and not any(value is seen for seen in found):
@@ -269,18 +289,58 @@ def use_metrics_namespace(namespace: str | None) -> None:
             metrics.namespace = namespace
 
 
+# This repository's own app's handlers (tasks.*, map_item_worker), when the engine runs from it
+_APP_LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
+_KIT_HANDLER_FILES = frozenset(str(kit_handler_file(name)) for name in KIT_HANDLERS)
+
+
+def is_handler_file(path: str) -> bool:
+    """Whether ``path`` is the file of a handler module run in this process: one of the kit's
+    (``KIT_HANDLERS``) or of this repository's app (``lambdas/``)."""
+    return path in _KIT_HANDLER_FILES or path.startswith(f"{_APP_LAMBDAS}/")
+
+
 def is_kit_handler(handler: str) -> bool:
     """Whether ``handler`` names one of the kit's handler modules."""
-    module_name = handler.rpartition(".")[0]
-    return (LAMBDAS_DIR / Path(*module_name.split(".")).with_suffix(".py")).is_file()
+    return handler.rpartition(".")[0] in KIT_HANDLERS
 
 
+@functools.cache
 def is_kit_code(code_dir: Path, handler: str) -> bool:
     """Whether a function's code asset holds the kit's own handler (the same file as the kit's)."""
     module_name = handler.rpartition(".")[0]
-    relative = Path(*module_name.split(".")).with_suffix(".py")
-    mine, kits = code_dir / relative, LAMBDAS_DIR / relative
-    return mine.is_file() and kits.is_file() and mine.read_bytes() == kits.read_bytes()
+    if module_name not in KIT_HANDLERS:
+        return False
+    mine = code_dir / f"{module_name}.py"
+    return mine.is_file() and mine.read_bytes() == kit_handler_file(module_name).read_bytes()
+
+
+@functools.cache
+def runs_in_process(code_dir: Path, handler: str) -> bool:
+    """Whether the engine runs this function in its own process rather than in a sandbox: the
+    kit's handlers, and this repository's own app's (the same file as in ``lambdas/``: the
+    reference app whose faults the tests inject in-process)."""
+    if is_kit_code(code_dir, handler):
+        return True
+    relative = Path(*handler.rpartition(".")[0].split(".")).with_suffix(".py")
+    mine, ours = code_dir / relative, _APP_LAMBDAS / relative
+    return mine.is_file() and ours.is_file() and mine.read_bytes() == ours.read_bytes()
+
+
+@functools.cache
+def _importable_as(module_name: str, code_dir: Path) -> bool:
+    """Whether ``module_name`` imports here by its name from the same file as in ``code_dir`` (an
+    asset's directory is named by its content's hash: its answer never changes)."""
+    loaded = sys.modules.get(module_name)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if origin is None:
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError):
+            return False
+        origin = spec.origin if spec is not None else None
+    mine = code_dir.joinpath(*module_name.split(".")).with_suffix(".py")
+    return bool(origin) and Path(origin).is_file() and mine.is_file() and Path(origin).read_bytes() == mine.read_bytes()
 
 
 class LambdaServiceError(JsonRESTError):
@@ -294,7 +354,7 @@ class LambdaServiceError(JsonRESTError):
 @dataclass
 class LocalFunction:
     name: str
-    handler: str  # "module.function", relative to lambdas/ or to code_dir
+    handler: str  # "module.function", as the function's Handler names it
     memory_mb: int = 256
     timeout_s: int = 30
     code_dir: Path | None = None  # the function's synthesized code asset (None: inline code)
@@ -364,14 +424,13 @@ class LambdaRouter:
 
     def _handler(self, fn: LocalFunction) -> Callable[[Any, Any], Any]:
         module_name, _, attr = fn.handler.rpartition(".")
-        relative = Path(*module_name.split(".")).with_suffix(".py")
-        if fn.code_dir is None or (LAMBDAS_DIR / relative).is_file():
-            # The kit's and this app's handlers: imported by their one name (lambdas/ is an import
-            # root here); from the installed wheel, loaded from its fanout_kit/lambdas under that name.
-            if module_name in sys.modules or importlib.util.find_spec(module_name) is not None:
-                return getattr(importlib.import_module(module_name), attr)
-            return getattr(asset_module(module_name, LAMBDAS_DIR / relative), attr)
-        return getattr(asset_module(module_name, fn.code_dir / relative), attr)
+        if is_kit_handler(fn.handler) and (fn.code_dir is None or is_kit_code(fn.code_dir, fn.handler)):
+            return getattr(kit_module(fn.handler), attr)
+        if fn.code_dir is None or _importable_as(module_name, fn.code_dir):
+            # An app's handler importable here by its one name (this repository's lambdas/ is an
+            # import root under pytest), the same file as its code asset's
+            return getattr(importlib.import_module(module_name), attr)
+        return getattr(asset_module(module_name, fn.code_dir), attr)
 
     def invoke(self, function_name: str, body: Any, response_headers: dict) -> bytes:
         name = function_name.split(":function:")[-1].split(":")[0]
@@ -548,12 +607,9 @@ def _receives_batch_only(fn: LocalFunction) -> bool:
 
 
 def _retry_module():
-    """RetryFailedItems' handler module (its backoff waits go to the engine's retry clock), loaded
-    as the router loads the kit's handlers (by name, or from the wheel's fanout_kit/lambdas)."""
-    name = RETRY_FAILED_ITEMS_MODULE
-    if name in sys.modules or importlib.util.find_spec(name) is not None:
-        return importlib.import_module(name)
-    return asset_module(name, LAMBDAS_DIR / f"{name}.py")
+    """RetryFailedItems' handler module (its backoff waits go to the engine's retry clock), the
+    one the router runs (``kit_module``)."""
+    return kit_module(f"{RETRY_FAILED_ITEMS_MODULE}.handler")
 
 
 def _worker_module():

@@ -23,7 +23,7 @@ EXTERNAL_APP = "external"  # env_name of an assembly of another app (load_assemb
 
 # What the synthesized templates are made of: a change to any of these files (or to the CDK,
 # constructs and cdk-nag versions) means a new synth; otherwise a run reuses the last one.
-APP_INPUTS = ("app.py", "cdk.json", "stacks", "statemachines", "lambdas", "fanout_kit")
+APP_INPUTS = ("app.py", "cdk.json", "stacks", "lambdas", "fanout_kit", "fanout_runtime")
 APP_PACKAGES = ("aws-cdk-lib", "constructs", "cdk-nag")
 CACHE_INDEX = "fanout-synth.json"
 

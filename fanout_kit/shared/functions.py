@@ -1,8 +1,8 @@
 """Python Lambda functions built the kit's way: own log group and role, X-Ray, the Powertools layer.
 
 The kit's own functions (input check, final status, batch preparation, ledger consumers...) run
-from code assets that hold their handler and what it imports (``fanout_kit.shared.assets``: the handlers
-are lambdas/ here, ``fanout_kit/lambdas`` in the installed wheel); an app may build its functions
+from code assets that hold their handler and what it imports (``fanout_kit.shared.assets``: each
+handler lives in its pattern's ``handlers/`` folder); an app may build its functions
 the same way from its own asset (``code=``)."""
 
 from __future__ import annotations

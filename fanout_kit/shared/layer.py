@@ -11,8 +11,8 @@ pass them (``runtime_layer=True``, the default); for a function they cannot chan
 
 The layer's asset is ``python/fanout_runtime/*.py`` (Lambda puts a Python layer's ``python/`` on
 ``sys.path``: https://docs.aws.amazon.com/lambda/latest/dg/packaging-layers.html#packaging-layers-paths),
-copied from the one source, the ``fanout_runtime`` package (lambdas/fanout_runtime here, a top-level
-package of the installed wheel).
+copied from the one source, the ``fanout_runtime`` package (a top-level package of this repository
+and of the installed wheel).
 """
 
 from __future__ import annotations

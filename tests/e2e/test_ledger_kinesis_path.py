@@ -20,7 +20,7 @@ import pytest
 from moto import mock_aws
 from rich.console import Console
 
-from fanout_kit.cli import run_ledger as ledger_demo
+from fanout_kit.cli import run_ledger
 from fanout_kit.local.event_sources import KinesisEventSource, KinesisMapping
 from fanout_kit.shared.final_status import read_status
 
@@ -43,13 +43,13 @@ def run(app, batch_id, *, children, fail=(), duplicate=False):
 
     def inspect(engine):
         stack = engine.stacks["ledger"]
-        seen.batch = ledger_demo.ledger_of(engine).read_batch(batch_id)
+        seen.batch = run_ledger.ledger_of(engine).read_batch(batch_id)
         seen.status = read_status(engine.dynamodb, stack.setting("STATUS_TABLE_NAME"), batch_id)
         finalizer = stack.setting("FINALIZER_FUNCTION_NAME")
         seen.finalizer_events = [r.event for r in engine.router.invocations if r.function == finalizer]
         seen.count = engine.router.count
 
-    facts = ledger_demo.run_ledger_demo(
+    facts = run_ledger.run_ledger_batch(
         app, source="kinesis", children=children, fail=list(fail), concurrency=1, duplicate=duplicate,
         console=Console(file=io.StringIO(), width=120), batch_id=batch_id, on_engine=inspect,
     )
@@ -69,7 +69,7 @@ def test_all_children_succeed_then_final_status_once(dev_app):
     assert facts["batch_size"] == 100 and facts["kinesis_invocations"] == 1
     assert facts["deliveries"] == {i: 1 for i in range(25)}
     assert facts["discarded_ranges"] == [] and seen.count(facts["function_ids"]["recorder"]) == 0
-    assert ledger_demo.exit_code(facts) == 0
+    assert run_ledger.exit_code(facts) == 0
 
 
 def test_every_record_twice_is_counted_once(dev_app):
@@ -101,7 +101,7 @@ def test_a_failing_record_is_retried_from_its_sequence_number_then_its_range_goe
     assert seen.finalizer_events == []
     assert (seen.status["status"], seen.status["failedItems"], seen.status["totalItems"]) == ("FAILED", 1, 25)
     assert facts["failure_queue_messages_left"] == []
-    assert ledger_demo.exit_code(facts) == 1
+    assert run_ledger.exit_code(facts) == 1
 
 
 def test_main_runs_the_kinesis_path_and_prints_the_record(dev_app, monkeypatch, capsys):
@@ -109,9 +109,9 @@ def test_main_runs_the_kinesis_path_and_prints_the_record(dev_app, monkeypatch, 
 
     monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
     monkeypatch.setenv("COLUMNS", "200")
-    for key in ledger_demo.QUIET_ENV:
-        monkeypatch.setenv(key, ledger_demo.QUIET_ENV[key])
-    code = ledger_demo.main(["--source", "kinesis", "--children", "6", "--fail", "2", "--batch-id", "kin-cli"])
+    for key in run_ledger.QUIET_ENV:
+        monkeypatch.setenv(key, run_ledger.QUIET_ENV[key])
+    code = run_ledger.main(["--source", "kinesis", "--children", "6", "--fail", "2", "--batch-id", "kin-cli"])
     out = capsys.readouterr().out
     assert code == 1
     assert "ledger batch kin-cli (kinesis, counter shards 1): FAILED" in out

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from fanout_kit.cli import run_ledger as ledger_demo
+from fanout_kit.cli import run_ledger
 from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
 from fanout_kit.shared.final_status import read_status
 from tests.e2e.conftest import assert_no_denied_calls
@@ -71,7 +71,7 @@ def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False, vis
             AttributeNames=["RedrivePolicy"],
         )["Attributes"]["RedrivePolicy"])
 
-    facts = ledger_demo.run_ledger_demo(
+    facts = run_ledger.run_ledger_batch(
         app,
         children=children,
         fail=list(fail),
@@ -162,9 +162,9 @@ def test_main_prints_the_outcome(dev_app, monkeypatch, capsys):
 
     monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
     monkeypatch.setenv("COLUMNS", "200")  # one outcome fact per line
-    for key in ledger_demo.QUIET_ENV:  # main sets these defaults; put them back afterwards
-        monkeypatch.setenv(key, ledger_demo.QUIET_ENV[key])
-    code = ledger_demo.main(["--children", "5", "--concurrency", "2", "--batch-id", "sqs-cli"])
+    for key in run_ledger.QUIET_ENV:  # main sets these defaults; put them back afterwards
+        monkeypatch.setenv(key, run_ledger.QUIET_ENV[key])
+    code = run_ledger.main(["--children", "5", "--concurrency", "2", "--batch-id", "sqs-cli"])
     out = capsys.readouterr().out
     assert code == 0
     assert "ledger batch sqs-cli (sqs, counter shards 1): COMPLETED" in out
@@ -181,11 +181,11 @@ def test_usage_errors_are_one_line_and_exit_2(dev_app, monkeypatch, capsys):
     import fanout_kit.local.template as template
 
     monkeypatch.setattr(template, "synthesize", lambda env_name="dev", outdir=None: dev_app)
-    for key in ledger_demo.QUIET_ENV:
-        monkeypatch.setenv(key, ledger_demo.QUIET_ENV[key])
-    assert ledger_demo.main(["--fail", "x"]) == 2
+    for key in run_ledger.QUIET_ENV:
+        monkeypatch.setenv(key, run_ledger.QUIET_ENV[key])
+    assert run_ledger.main(["--fail", "x"]) == 2
     assert capsys.readouterr().err == "fanout ledger: --fail 'x': comma-separated whole numbers (child indexes) expected\n"
-    assert ledger_demo.main(["--children", "3", "--fail", "7"]) == 2
+    assert run_ledger.main(["--children", "3", "--fail", "7"]) == 2
     assert capsys.readouterr().err.strip().endswith("fail: child indexes must be in [0, 3), got [7]")
 
 
@@ -193,7 +193,7 @@ def test_help_says_what_the_exit_code_means(capsys):
     import argparse
 
     with pytest.raises(SystemExit):
-        ledger_demo.add_arguments(argparse.ArgumentParser(prog="fanout ledger")).parse_args(["--help"])
+        run_ledger.add_arguments(argparse.ArgumentParser(prog="fanout ledger")).parse_args(["--help"])
     out = capsys.readouterr().out
     assert "--source {sqs,kinesis}" in out and "--contention-window MS" in out
     assert "exit codes:" in out and "0  the batch COMPLETED" in out and "1  the batch FAILED" in out
