@@ -3,7 +3,7 @@
 
 import sys
 
-from stacks.runtime_node import use_venv_node
+from fanout_kit.shared.jsii_node import use_venv_node
 
 use_venv_node()
 

@@ -25,11 +25,12 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-from stacks.runtime_node import use_venv_node  # noqa: E402
+from fanout_kit.shared.jsii_node import use_venv_node  # noqa: E402
 
 use_venv_node()
 
-from fanout_kit.shared.cost import COMPONENTS, Assumptions, estimate, price_lines  # noqa: E402
+from fanout_kit.local.cost_estimate import Assumptions, estimate  # noqa: E402
+from fanout_kit.shared.cost import COMPONENTS, price_lines  # noqa: E402
 from fanout_kit.local.engine import LocalEngine  # noqa: E402
 from fanout_kit.local.template import synthesize  # noqa: E402
 

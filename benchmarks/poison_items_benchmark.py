@@ -31,7 +31,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-from stacks.runtime_node import use_venv_node  # noqa: E402
+from fanout_kit.shared.jsii_node import use_venv_node  # noqa: E402
 
 use_venv_node()
 

@@ -25,7 +25,7 @@ _LAZY = {
     "ConfigError": "fanout_kit.shared.checks",
     "RetrySettings": "fanout_kit.shared.retry_policy",
     "ParallelFanOut": "fanout_kit.patterns.parallel.construct",
-    "FanOutTask": "fanout_kit.patterns.parallel.construct",
+    "FanOutTask": "fanout_kit.shared.tasks",
     "DistributedMapFanOut": "fanout_kit.patterns.distributed_map.construct",
     "CompletionLedger": "fanout_kit.patterns.completion_ledger.construct",
     "KitFunction": "fanout_kit.shared.functions",

@@ -7,7 +7,7 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from fanout_kit.patterns.distributed_map.construct import DistributedMapFanOut
-from fanout_kit.patterns.parallel.construct import FanOutTask
+from fanout_kit.shared.tasks import FanOutTask
 from stacks.app_functions import app_function
 from stacks.config import ConfigError, EnvironmentConfig, log_group_name
 from fanout_kit.patterns.distributed_map.express_budget import ExpressBudgetError

@@ -5,7 +5,8 @@ from __future__ import annotations
 from aws_cdk import Stack
 from constructs import Construct
 
-from fanout_kit.patterns.parallel.construct import FanOutTask, ParallelFanOut
+from fanout_kit.patterns.parallel.construct import ParallelFanOut
+from fanout_kit.shared.tasks import FanOutTask
 from stacks.app_functions import app_function
 from stacks.config import EnvironmentConfig, log_group_name
 

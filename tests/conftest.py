@@ -26,7 +26,7 @@ import tempfile  # noqa: E402
 
 os.environ["FANOUT_STATE_DIR"] = tempfile.mkdtemp(prefix="fanout-state-")
 
-from stacks.runtime_node import use_venv_node  # noqa: E402
+from fanout_kit.shared.jsii_node import use_venv_node  # noqa: E402
 
 use_venv_node()
 

@@ -8,7 +8,8 @@ import pytest
 
 import fanout_kit.local.template as template_module
 from fanout_kit.cli.main import main
-from fanout_kit.shared.cost import Assumptions, Usage, estimate, price_lines, retry_attempts_and_wait, success_path
+from fanout_kit.local.cost_estimate import estimate, retry_attempts_and_wait, success_path
+from fanout_kit.shared.cost import Assumptions, Usage, price_lines
 from fanout_kit.shared import pricing
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:Worker"

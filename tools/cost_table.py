@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fanout_kit.shared.cost import Assumptions, Estimate, estimate, estimate_sqs_per_item
+from fanout_kit.local.cost_estimate import Assumptions, Estimate, estimate, estimate_sqs_per_item
 
 ITEMS = 1_000_000
 START, END = "<!-- cost-table: start (python -m tools.cost_table --write) -->", "<!-- cost-table: end -->"

@@ -28,7 +28,7 @@ def render(app: SynthesizedApp) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stacks.runtime_node import use_venv_node
+    from fanout_kit.shared.jsii_node import use_venv_node
 
     use_venv_node()
     from fanout_kit.local.template import synthesize

@@ -64,7 +64,7 @@ def largest_cap(app: SynthesizedApp, workflow: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stacks.runtime_node import use_venv_node
+    from fanout_kit.shared.jsii_node import use_venv_node
 
     use_venv_node()
     from fanout_kit.local.template import synthesize

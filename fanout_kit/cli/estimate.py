@@ -1,4 +1,4 @@
-"""``fanout estimate``: what a batch would cost, from the synthesized templates (``fanout_kit.shared.cost``)."""
+"""``fanout estimate``: what a batch would cost, from the synthesized templates (``fanout_kit.local.cost_estimate``)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def parse(args: argparse.Namespace) -> tuple[str, int, float, float]:
 
 def run(args: argparse.Namespace) -> int:
     workflow, items, work, rate = parse(args)  # before the environment and the synth
-    from fanout_kit.shared.cost import Assumptions, estimate, iter_lines
+    from fanout_kit.local.cost_estimate import Assumptions, estimate, iter_lines
 
     if getattr(args, "app", None):
         from fanout_kit.local.app_source import load_app

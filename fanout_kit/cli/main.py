@@ -159,7 +159,7 @@ def console_main() -> None:
     """The ``fanout`` command (and ``python -m fanout_kit``)."""
     try:
         try:
-            from stacks.runtime_node import use_venv_node
+            from fanout_kit.shared.jsii_node import use_venv_node
         except ImportError:  # the installed kit: the app's own Node/CDK setup synthesizes (--app)
             pass
         else:

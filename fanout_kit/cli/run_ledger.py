@@ -574,7 +574,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from stacks.runtime_node import use_venv_node
+    from fanout_kit.shared.jsii_node import use_venv_node
 
     use_venv_node()
     raise SystemExit(main())

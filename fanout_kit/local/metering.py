@@ -1,5 +1,5 @@
 """The measured cost of a local run: what the run used, counted by the engine, priced with the same
-code and prices as ``fanout estimate`` (``fanout_kit.shared.cost``, ``fanout_kit.shared.pricing``).
+code and prices as ``fanout estimate`` (``fanout_kit.local.cost_estimate``, ``fanout_kit.shared.cost``, ``fanout_kit.shared.pricing``).
 
 What is counted, and from where:
 
@@ -39,10 +39,10 @@ from fanout_kit.shared.cost import (
     LAMBDA_DURATION_STEP_S,
     Assumptions,
     Usage,
-    functions_of,
     price_lines,
     total_usd,
 )
+from fanout_kit.local.cost_estimate import functions_of
 from fanout_kit.local.iam import _INTERPRETER_CLIENTS, CallRecorder
 
 SQS_CHUNK_BYTES = 64 * 1024

@@ -105,7 +105,7 @@ def app_inputs_key(env_name: str, root: Path) -> str:
 
 
 def _synth(env_name: str, out: Path, context: Mapping[str, Any] | None = None) -> SynthesizedApp:
-    from stacks.runtime_node import use_venv_node
+    from fanout_kit.shared.jsii_node import use_venv_node
 
     use_venv_node()
     from stacks.app_builder import build_app

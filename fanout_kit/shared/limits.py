@@ -52,3 +52,7 @@ def payload_size(value: object) -> int:
 def over_cap_message(what: str, size: int, cap: int, fix: str) -> str:
     """One line: ``what: N bytes of JSON, over the cap of M bytes; fix``."""
     return f"{what}: {size:,} bytes of JSON, over the {cap:,}-byte cap; {fix}"
+
+# The completion ledger's sharded counter: the batch item and K shards in one BatchGetItem (100
+# keys at most); the ledger and its settings (fanout_kit.shared.settings.LedgerSettings) check it.
+MAX_COUNTER_SHARDS = 99

@@ -14,7 +14,7 @@ from typing import Any
 import re
 from collections.abc import Sequence
 
-from fanout_kit.patterns.distributed_map.result_files import ITEMS_DEAD_LETTERED
+from fanout_kit.shared.workflow_errors import ITEMS_DEAD_LETTERED
 from fanout_runtime.errors import KIT_ERROR_NAMES
 from fanout_kit.shared.checks import ConfigError, whole_number
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
-from fanout_kit.patterns.completion_ledger.ledger import MAX_COUNTER_SHARDS
+from fanout_kit.shared.limits import MAX_COUNTER_SHARDS
 from fanout_kit.shared.checks import ConfigError, whole_number
 from fanout_kit.shared.retry_policy import RetrySettings
 

@@ -57,7 +57,7 @@ def run(argv: list[str], shown: list[str]) -> tuple[int, str]:
 
 def main() -> int:
     from fanout_kit.local.template import synthesize
-    from stacks.runtime_node import use_venv_node
+    from fanout_kit.shared.jsii_node import use_venv_node
     from tests.ops.harness import deployed, moto_server
 
     use_venv_node()

@@ -94,6 +94,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
+from fanout_kit.shared.limits import MAX_COUNTER_SHARDS  # noqa: F401  (the batch item and K shards in one BatchGetItem)
 from fanout_runtime.errors import FanOutError
 
 RUNNING = "RUNNING"
@@ -113,7 +114,6 @@ TTL_ATTRIBUTE = "expiresAt"
 
 SHARD_SK = "#SHARD"
 SHARD_INFIX = "#S"
-MAX_COUNTER_SHARDS = 99  # the batch item and K shards in one BatchGetItem (100 keys at most)
 
 SWEEPER = "#deadline-sweeper"  # finisherChild of a deadline failure (never a child id: '#')
 DEFAULT_TTL_DAYS = 30

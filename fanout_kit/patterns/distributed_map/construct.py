@@ -22,7 +22,7 @@ from fanout_kit.patterns.distributed_map.result_files import RESULTS_PREFIX
 from fanout_kit.patterns.distributed_map.batch_bucket import BatchDataBucket
 from fanout_kit.shared.functions import KitFunction
 from fanout_kit.shared.nag import acknowledge_map_workflow
-from fanout_kit.patterns.parallel.construct import FanOutTask, workflow_tasks
+from fanout_kit.shared.tasks import FanOutTask, workflow_tasks
 from fanout_kit.shared.settings import (
     MAP_RETRIES,
     AlarmThresholds,

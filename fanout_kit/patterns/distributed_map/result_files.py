@@ -21,10 +21,11 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from fanout_kit.shared.workflow_errors import ITEMS_DEAD_LETTERED
+
 from .json_stream import iter_json_array
 
 RESULTS_PREFIX = "results/"  # where the Distributed Map's ResultWriter writes in the batch data bucket
-ITEMS_DEAD_LETTERED = "ItemsDeadLettered"  # fanout_kit.patterns.distributed_map.definition uses the same name
 ITEMS_PARTIALLY_FAILED = "ItemsPartiallyFailed"  # some items failed and were dead-lettered; the cause lists them
 UNSUCCESSFUL_GROUPS = ("FAILED", "PENDING")
 CAUSE_MAX_CHARACTERS = 32_000  # a Fail state's cause: at most 32,768 characters (fanout_kit.shared.limits)
