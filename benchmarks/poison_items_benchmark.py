@@ -59,7 +59,7 @@ def app_with_threshold(env: str, threshold: int | None):
 
 
 def run(app, n: int, poison: tuple[int, ...], label: str) -> dict:
-    from fanout_kit.cli.results import map_outcomes
+    from fanout_kit.ops.results import map_outcomes
 
     (asl,) = state_machine_definitions(app.template("map"), app.region).values()
     per_batch = asl["States"]["ProcessItems JSON"]["ItemBatcher"]["MaxItemsPerBatch"]
@@ -83,7 +83,7 @@ def run(app, n: int, poison: tuple[int, ...], label: str) -> dict:
         forward_calls = engine.router.count(engine.function_id("ForwardFailedItems", "map"))
         results_key = record.get("resultsKey") or (result.output or {}).get("mapRun", {}).get("ResultWriterDetails", {}).get("Key")
 
-        class Source:  # fanout_kit.cli.results' reader over the engine's S3
+        class Source:  # fanout_kit.ops.results' reader over the engine's S3
             s3 = engine.client("s3")
 
             def read_json(self, bucket, key):

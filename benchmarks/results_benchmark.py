@@ -6,7 +6,7 @@
 Writes a synthetic ResultWriter output of a map run (``manifest.json``, ``SUCCEEDED_0.json``,
 ``FAILED_0.json``, in the shape Step Functions writes: one entry per child execution, its ``Input``
 the child's ItemBatcher input ``{"Items": [{"index", "item"}...], "BatchInput"}`` as a JSON string)
-into the directory layout ``fanout_kit.cli.results.LocalSource`` reads (the same ``read_json`` /
+into the directory layout ``fanout_kit.ops.results.LocalSource`` reads (the same ``read_json`` /
 ``read_chunks`` interface as S3's ``AwsSource``: 64 KiB reads), with ``--poison`` children FAILED
 (``ItemsDeadLettered``: a poison item fails its whole batch today). Then, each in a fresh
 subprocess, reads it with the same reader as ``fanout results``:
@@ -92,7 +92,7 @@ def write_run(folder: Path, total: int, items_per_batch: int, poison: int) -> di
 def read(folder: Path, mode: str) -> dict:
     """One mode, in this (fresh) process."""
     sys.path[:0] = [str(ROOT), str(ROOT / "lambdas")]
-    from fanout_kit.cli.results import LocalSource, map_outcomes, write_outcomes
+    from fanout_kit.ops.results import LocalSource, map_outcomes, write_outcomes
 
     source = LocalSource(folder)
     key = f"{PREFIX}/manifest.json"

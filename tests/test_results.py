@@ -1,4 +1,4 @@
-"""``fanout results`` and fanout_kit.cli.results: a batch's outcomes item by item (Map), task by task
+"""``fanout results`` and fanout_kit.ops.results (its Python API): a batch's outcomes item by item (Map), task by task
 (Parallel), child by child (ledger), from what ``fanout run`` / ``fanout ledger`` saved locally;
 the readers stream; bad input is one line. The deployed path: tests/ops/test_results_cli.py."""
 
@@ -14,7 +14,7 @@ from rich.console import Console
 
 import fanout_kit.local.template as template_module
 from fanout_kit.cli.main import main
-from fanout_kit.cli.results import LocalSource, map_outcomes, summary_line, write_outcomes
+from fanout_kit.ops.results import LocalSource, map_outcomes, summary_line, write_outcomes
 from fanout_kit.ops.outcomes import Outcome, entry_outcomes
 
 EXAMPLE = "examples/batch.json"
@@ -277,7 +277,7 @@ def history_of(*steps):
 
 
 def test_parallel_outcomes_read_across_history_pages_and_a_task_the_record_names_failed_is_not_confirmed():
-    from fanout_kit.cli.results import BatchResults, Target, parallel_outcomes
+    from fanout_kit.ops.results import BatchResults, Target, parallel_outcomes
 
     arn = "arn:aws:states:eu-west-1:123456789012:execution:sm:x"
     events = history_of(

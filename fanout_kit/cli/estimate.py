@@ -7,7 +7,7 @@ import json
 import math
 import sys
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 
 WORKFLOWS = ("parallel", "map", "ledger")
 MAX_ITEMS = 10**10

@@ -173,7 +173,7 @@ def map_scenarios(engine: Any) -> list[str]:
 def _must_succeed(result: Any, workflow: str, example: dict[str, Any] | None) -> None:
     """The scenarios need a batch that succeeds: with payloads your functions refuse, the success
     path (UpdateFinalStatus and its grants) would never run and the report would mislead."""
-    from fanout_kit.cli.errors import CliError
+    from fanout_kit.shared.errors import CliError
 
     if result.status != "SUCCEEDED":
         given = "the --input batch" if example else "a batch with empty payloads"
@@ -320,7 +320,7 @@ def render(summary: Summary, out: TextIO) -> None:
 
 
 def _read_example(path: str | None) -> dict[str, Any] | None:
-    from fanout_kit.cli.errors import CliError
+    from fanout_kit.shared.errors import CliError
 
     if path is None:
         return None

@@ -12,10 +12,10 @@ import os
 import sys
 from typing import NoReturn
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 from fanout_kit.local.app_source import add_app_options
 from fanout_kit.cli.faults import FaultSpecError
-from fanout_kit.ops import commands as ops_commands
+from fanout_kit.cli import ops_commands
 from fanout_kit._version import __version__
 
 EXIT_USAGE = 2

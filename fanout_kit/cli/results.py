@@ -1,611 +1,109 @@
-"""A batch's results, item by item: the Python API of ``fanout results``.
-
-    from fanout_kit.cli.results import AwsSource, Target, open_batch
-
-    batch = open_batch(AwsSource(boto3_client), [Target("map", "FinalStatus...", batch_bucket="...")], "B")
-    for outcome in batch.outcomes(failed_only=True):   # fanout_kit.ops.outcomes.Outcome
-        print(outcome.index, outcome.status, outcome.error)
-
-Where the outcomes come from, found from the batch's status record (``resultsAt``, see
-fanout_kit.shared.final_status), for each pattern:
-
-* Distributed Map: the map run's ResultWriter output, ``manifest.json`` and its result files (one
-  entry per child execution; with ItemBatcher a child holds a batch of items, each expanded to an
-  item outcome by ``fanout_kit.ops.outcomes.entry_outcomes``). The files are streamed one child
-  entry at a time (``fanout_kit.patterns.distributed_map.json_stream``): memory holds one entry, not a file, whatever
-  the number of items (benchmarks/results_benchmark.py: 1,000,000 items). With ``failed_only``
-  the SUCCEEDED files are not read at all. Order: by result file (SUCCEEDED, FAILED, PENDING),
-  then as the files list them, not by index.
-* Parallel: the execution's history (GetExecutionHistory, page by page): per task its status,
-  the error and cause of its last failed attempt, its attempts, and the MessageId of its
-  DeadLetter send.
-* Completion ledger: the batch's child marks (DynamoDB Query of the batch's partition, or of each
-  shard's, page by page), in the ledger's key order; a dead-lettered child's mark names its DLQ
-  message.
-
-The same readers run on a deployed stack (``AwsSource``: read-only calls GetItem,
-GetExecutionHistory, GetObject, Query) and on what ``fanout run`` / ``fanout ledger`` saved of a
-local batch (``LocalSource``: the same objects, pages and items as files, in ``local_state_dir()``).
-"""
+"""``fanout results BATCH_ID``: a batch's outcomes item by item (Map), task by task (Parallel) or
+child by child (ledger), from a deployed stack (``--env ENV``, or ``--app PATH [--stack NAME]``
+for a stack of your own app) or from what ``fanout run`` / ``fanout ledger`` saved locally
+(``--local``). Read-only: GetItem, GetExecutionHistory, GetObject, Query (and DescribeStacks).
+The command line over the Python API of ``fanout_kit.ops.results``: flags in, lines out."""
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import json
-import os
-import re
-import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import IO, Any
+import sys
+from typing import Any
+
+from fanout_kit.shared.errors import CliError
+from fanout_kit.ops.aws import Aws, OpsError, clear_errors, deployment_of, environment, find_deployment
+from fanout_kit.ops.results import (
+    WORKFLOWS,
+    AwsSource,
+    BatchResults,
+    ResultsError,
+    batch_folder,
+    open_batch,
+    open_local_batch,
+    target_of,
+    write_outcomes,
+)
+
+
+def _check_flags(args: Any) -> None:
+    if args.local:
+        extra = [flag for flag, value in (("--env", args.env), ("--app", args.app), ("--stack", args.stack),
+                                          ("--endpoint-url", args.endpoint_url), ("--region", args.region)) if value]
+        if extra:
+            raise ResultsError(f"--local reads the batches fanout run / fanout ledger saved here: drop {', '.join(extra)}")
+    if args.stack and not args.app:
+        raise ResultsError(f"--stack {args.stack}: needs --app PATH (a stack of your own CDK app)")
+    if args.app and args.env:
+        raise ResultsError("--app and --env: pass one (--app for a stack of your own app, --env for this kit's app)")
+
+
+def _deployed_stack_outputs(aws: Aws, stack: str, app: str) -> dict[str, str]:
+    from botocore.exceptions import ClientError
 
-from fanout_kit.cli.errors import CliError
-from fanout_kit.shared.final_status import LEDGER_RESULTS, S3_RESULTS, _plain, read_status
-from fanout_kit.patterns.distributed_map.json_stream import READ_CHUNK_BYTES, iter_json_array
-from fanout_kit.patterns.distributed_map.result_files import MAX_ENTRY_BYTES
-from fanout_kit.ops.outcomes import FIELDS, NOT_CONFIRMED, NOT_FINISHED, SKIPPED, SUCCEEDED, Outcome, entry_outcomes
-
-WORKFLOWS = ("parallel", "map", "ledger")
-FORMATS = ("table", "json", "csv")
-HISTORY_PAGE = 1000  # GetExecutionHistory's maxResults
-MAP_GROUPS = ("SUCCEEDED", "FAILED", "PENDING")  # the ResultWriter manifest's ResultFiles groups
-STATE_DIR_ENV = "FANOUT_STATE_DIR"
-DLQ_MESSAGE = re.compile(r"\(message ([^)\s]+)\)")  # the ledger DLQ recorder's reason
-
-
-class ResultsError(CliError):
-    """One line naming what is missing and the fix; exit code 2 like the other ops commands'."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where one workflow keeps a batch's records: its status table, and the Map's batch data
-    bucket or the ledger's table (a deployed stack's outputs)."""
-
-    workflow: str
-    status_table: str
-    batch_bucket: str | None = None
-    ledger_table: str | None = None
-    where: str = ""  # for messages: "stack X (env, region)"
-
-
-def target_of(deployment: Any, where: str = "") -> Target:
-    """The Target of a ``fanout_kit.ops.aws.Deployment``."""
-    workflow = deployment.workflow
-    return Target(
-        workflow=workflow,
-        status_table=deployment.status_table,
-        batch_bucket=deployment.batch_bucket if workflow == "map" else None,
-        ledger_table=deployment.ledger_table if workflow == "ledger" else None,
-        where=where or f"stack {deployment.stack_name} ({deployment.region})",
-    )
-
-
-# --------------------------------------------------------------------------- sources
-class AwsSource:
-    """Read-only AWS calls: ``client(service)`` gives a boto3 client (``fanout_kit.ops.aws.Aws.client``,
-    or a LocalEngine's)."""
-
-    def __init__(self, client: Callable[[str], Any]):
-        self._make = client
-        self._clients: dict[str, Any] = {}
-
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self._make(service)
-        return self._clients[service]
-
-    def status_record(self, table: str, batch_id: str) -> dict[str, Any] | None:
-        return read_status(self.client("dynamodb"), table, batch_id)
-
-    def history_pages(self, execution_arn: str) -> Iterator[list[dict[str, Any]]]:
-        sfn = self.client("stepfunctions")
-        kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": HISTORY_PAGE}
-        while True:
-            page = sfn.get_execution_history(**kwargs)
-            yield page["events"]
-            if not page.get("nextToken"):
-                return
-            kwargs["nextToken"] = page["nextToken"]
-
-    def read_json(self, bucket: str, key: str) -> Any:
-        return json.loads(self.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
-
-    def read_chunks(self, bucket: str, key: str) -> Iterator[bytes]:
-        body = self.client("s3").get_object(Bucket=bucket, Key=key)["Body"]
-        yield from body.iter_chunks(chunk_size=READ_CHUNK_BYTES)
-
-    def get_item(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        return self.client("dynamodb").get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-
-    def query_pages(self, table: str, pk: str, sk_prefix: str) -> Iterator[list[dict[str, Any]]]:
-        kwargs: dict[str, Any] = {"TableName": table, "KeyConditionExpression": "pk = :pk",
-                                  "ExpressionAttributeValues": {":pk": {"S": pk}}}
-        if sk_prefix:  # (DynamoDB refuses an empty begins_with)
-            kwargs["KeyConditionExpression"] += " AND begins_with(sk, :prefix)"
-            kwargs["ExpressionAttributeValues"][":prefix"] = {"S": sk_prefix}
-        dynamodb = self.client("dynamodb")
-        while True:
-            page = dynamodb.query(**kwargs)
-            yield page.get("Items", [])
-            if not page.get("LastEvaluatedKey"):
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-class LocalSource:
-    """What ``save_local_batch`` kept of a local batch, in the shapes the AWS calls return:
-    ``record.json`` (the status record and the stack's outputs), ``history/<hash>.json`` (the
-    execution's events), ``s3/<bucket>/<key>`` (the ResultWriter files), ``dynamodb/<table>/<hash>.jsonl``
-    (a partition's items, one per line, as DynamoDB returns them)."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.saved = json.loads((folder / "record.json").read_text())
-
-    def status_record(self, table: str, batch_id: str) -> dict[str, Any] | None:
-        if self.saved.get("batchId") != batch_id or self.saved["target"]["status_table"] != table:
-            return None
-        return self.saved.get("record")
-
-    def history_pages(self, execution_arn: str) -> Iterator[list[dict[str, Any]]]:
-        path = self.folder / "history" / f"{_digest(execution_arn)}.json"
-        page: list[dict[str, Any]] = []
-        for event in iter_json_array(_file_chunks(path), str(path), max_value_bytes=MAX_ENTRY_BYTES):
-            page.append(event)
-            if len(page) == HISTORY_PAGE:
-                yield page
-                page = []
-        yield page
-
-    def _object(self, bucket: str, key: str) -> Path:
-        return self.folder / "s3" / bucket / key
-
-    def read_json(self, bucket: str, key: str) -> Any:
-        return json.loads(self._object(bucket, key).read_bytes())
-
-    def read_chunks(self, bucket: str, key: str) -> Iterator[bytes]:
-        return _file_chunks(self._object(bucket, key))
-
-    def _partition(self, table: str, pk: str) -> Iterator[dict[str, Any]]:
-        path = self.folder / "dynamodb" / table / f"{_digest(pk)}.jsonl"
-        if not path.is_file():
-            return
-        with path.open() as lines:
-            for line in lines:
-                yield json.loads(line)
-
-    def get_item(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        return next((i for i in self._partition(table, key["pk"]["S"]) if i["sk"] == key["sk"]), None)
-
-    def query_pages(self, table: str, pk: str, sk_prefix: str) -> Iterator[list[dict[str, Any]]]:
-        page: list[dict[str, Any]] = []
-        for item in self._partition(table, pk):
-            if item["sk"]["S"].startswith(sk_prefix):
-                page.append(item)
-                if len(page) == HISTORY_PAGE:
-                    yield page
-                    page = []
-        yield page
-
-
-def _file_chunks(path: Path, size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
-    with path.open("rb") as stream:
-        while chunk := stream.read(size):
-            yield chunk
-
-
-# --------------------------------------------------------------------------- readers
-def map_outcomes(source: Any, bucket: str, manifest_key: str, *, failed_only: bool = False) -> Iterator[Outcome]:
-    """The items of a map run, from its ResultWriter ``manifest.json`` and result files, streamed.
-    With ``failed_only`` the SUCCEEDED files are skipped (a succeeded child holds no failed item)."""
-    manifest = source.read_json(bucket, manifest_key)
-    files = (manifest.get("ResultFiles") or {}) if isinstance(manifest, dict) else {}
-    for group in MAP_GROUPS:
-        # A SUCCEEDED child holds no failed item: a child whose worker reported item-level
-        # failures (batchItemFailures) ends FAILED (ItemsPartiallyFailed), and entry_outcomes
-        # expands it to the items its cause lists as failed and the others as succeeded.
-        if failed_only and group == "SUCCEEDED":
-            continue
-        for listed in files.get(group) or []:
-            key = listed["Key"]
-            entries = iter_json_array(
-                source.read_chunks(bucket, key), f"result file s3://{bucket}/{key}", max_value_bytes=MAX_ENTRY_BYTES
-            )
-            for entry in entries:
-                for outcome in entry_outcomes(entry, key):
-                    if not failed_only or outcome.failed:
-                        yield outcome
-
-
-def _task_state(state: str) -> tuple[str | None, str]:
-    """(task, part) of a Parallel branch state (fanout_kit/patterns/parallel/definition.py's names)."""
-    for prefix, part in (("Run ", "run"), ("DeadLetter ", "dlq"), ("Skip ", "skip"), ("Input ", "input")):
-        if state.startswith(prefix):
-            name = state[len(prefix):]
-            if part == "run" and name.endswith("?"):
-                return name[:-1], "choice"
-            return name, part
-    for suffix, part in ((" dead-lettered", "dead"), (" failed, DLQ send failed", "lost")):
-        if state.endswith(suffix):
-            return state[: -len(suffix)], part
-    return None, ""
-
-
-@dataclass
-class _Task:
-    status: str | None = None
-    error: str | None = None
-    cause: str | None = None
-    attempts: int = 0
-    dlq_message_id: str | None = None
-
-
-def parallel_outcomes(pages: Iterable[list[dict[str, Any]]], execution_arn: str) -> list[Outcome]:
-    """Each task of a Parallel execution, from its history pages: SUCCEEDED, FAILED (dead-lettered,
-    or its DLQ send failed too), SKIPPED (a redrive that did not re-run it) or NOT_FINISHED (the
-    execution ended first). Index: the task's position in the execution's input, then by name."""
-    owner: dict[int, str] = {}
-    tasks: dict[str, _Task] = {}
-    given: list[str] = []
-    for page in pages:
-        for event in page:
-            kind = event["type"]
-            if kind == "ExecutionStarted":
-                try:
-                    started = json.loads(event["executionStartedEventDetails"].get("input") or "{}")
-                except ValueError:
-                    started = {}
-                if isinstance(started, dict) and isinstance(started.get("tasks"), dict):
-                    given = list(started["tasks"])
-            if kind.endswith("StateEntered"):
-                name = event["stateEnteredEventDetails"]["name"]
-            elif kind.endswith("StateExited"):
-                name = event["stateExitedEventDetails"]["name"]
-            else:
-                name = owner.get(event.get("previousEventId", 0))
-            if not name:
-                continue
-            owner[event["id"]] = name
-            task, part = _task_state(name)
-            if task is None:
-                continue
-            view = tasks.setdefault(task, _Task())
-            if part == "run":
-                if kind == "TaskScheduled":
-                    view.attempts += 1
-                elif kind in ("TaskFailed", "TaskTimedOut"):
-                    details = event.get("taskFailedEventDetails") or event.get("taskTimedOutEventDetails") or {}
-                    view.error, view.cause = details.get("error"), details.get("cause")
-                elif kind == "TaskSucceeded":
-                    view.status, view.error, view.cause = SUCCEEDED, None, None
-            elif part == "dlq" and kind == "TaskSucceeded":
-                try:
-                    view.dlq_message_id = json.loads(event["taskSucceededEventDetails"].get("output") or "{}").get("MessageId")
-                except (ValueError, AttributeError):
-                    pass
-            elif part in ("dead", "lost") and kind.endswith("StateEntered"):
-                view.status = "FAILED"
-            elif part == "skip" and kind.endswith("StateEntered"):
-                view.status = SKIPPED
-    order = [t for t in given if t in tasks] + sorted(t for t in tasks if t not in given)
-    return [
-        Outcome(
-            index=index,
-            task=task,
-            status=view.status or NOT_FINISHED,
-            error=view.error if view.status != SUCCEEDED else None,
-            cause=view.cause if view.status != SUCCEEDED else None,
-            attempts=view.attempts,
-            dlq_message_id=view.dlq_message_id,
-            execution_arn=execution_arn,
-        )
-        for index, (task, view) in enumerate((t, tasks[t]) for t in order)
-    ]
-
-
-def ledger_partitions(source: Any, table: str, batch_id: str) -> list[str]:
-    """The partition keys of a batch's child marks: the batch's, or each shard's when sharded."""
-    from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX, META_SK, shard_pk
-
-    meta = source.get_item(table, {"pk": {"S": BATCH_PREFIX + batch_id}, "sk": {"S": META_SK}})
-    shards = int(_plain(meta).get("shards", 1)) if meta else 1
-    return [BATCH_PREFIX + batch_id] if shards <= 1 else [shard_pk(batch_id, k) for k in range(shards)]
-
-
-def ledger_outcomes(source: Any, table: str, batch_id: str, *, failed_only: bool = False) -> Iterator[Outcome]:
-    """One outcome per child mark (its outcome SUCCEEDED or FAILED, the reason of a failure)."""
-    from fanout_kit.patterns.completion_ledger.ledger import CHILD_PREFIX
-
-    for pk in ledger_partitions(source, table, batch_id):
-        for page in source.query_pages(table, pk, CHILD_PREFIX):
-            for raw in page:
-                mark = _plain(raw)
-                status = mark.get("outcome") or "UNKNOWN"
-                if failed_only and status == SUCCEEDED:
-                    continue
-                child = mark["sk"][len(CHILD_PREFIX):]
-                reason = mark.get("reason")
-                found = DLQ_MESSAGE.search(reason or "")
-                yield Outcome(
-                    index=int(child) if child.isdigit() else None,
-                    task=child,
-                    status=status,
-                    error="ChildFailed" if status != SUCCEEDED else None,
-                    cause=reason,
-                    dlq_message_id=found.group(1) if found else None,
-                )
-
-
-# --------------------------------------------------------------------------- a batch
-def parse_results_at(value: str) -> tuple[str, str, str]:
-    """("s3", bucket, key) | ("dynamodb", table, pk) | ("execution", arn, "") of ``resultsAt``."""
-    for prefix, kind in ((S3_RESULTS, "s3"), (LEDGER_RESULTS, "dynamodb")):
-        if value.startswith(prefix):
-            where, _, rest = value[len(prefix):].partition("/")
-            return kind, where, rest
-    return "execution", value, ""
-
-
-@dataclass
-class BatchResults:
-    """A batch found by its status record; ``outcomes()`` reads its results (again at each call)."""
-
-    batch_id: str
-    target: Target
-    record: dict[str, Any]
-    source: Any
-    location: str | None  # where the results are: an execution ARN, s3://..., dynamodb://...
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def workflow(self) -> str:
-        return self.target.workflow
-
-    def outcomes(self, *, failed_only: bool = False) -> Iterator[Outcome]:
-        if not self.location:
-            return iter(())
-        kind, where, rest = parse_results_at(self.location)
-        if self.workflow == "map" and kind == "s3":
-            return map_outcomes(self.source, where, rest, failed_only=failed_only)
-        if self.workflow == "ledger":
-            table = where if kind == "dynamodb" else self.target.ledger_table
-            return ledger_outcomes(self.source, table, self.batch_id, failed_only=failed_only)
-        if self.workflow == "parallel" and kind == "execution":
-            every = [self._confirmed(o) for o in parallel_outcomes(self.source.history_pages(where), where)]
-            return iter([o for o in every if o.failed] if failed_only else every)
-        return iter(())
-
-
-    def _confirmed(self, outcome: Outcome) -> Outcome:
-        """Fail closed: a task the FAILED record names (``failedTasks``) is never shown as
-        succeeded, even when its run succeeded in the history (its branch left no marker, so the
-        workflow did not confirm it: BatchNotConfirmed)."""
-        if (outcome.status == SUCCEEDED and self.record.get("status") == "FAILED"
-                and outcome.task in (self.record.get("failedTasks") or [])):
-            return replace(outcome, status=NOT_CONFIRMED, error="BatchNotConfirmed",
-                           cause="its run succeeded, but the workflow did not confirm it (no marker): "
-                           "the record names it failed; a redrive runs it again")
-        return outcome
-
-
-def results_location(record: dict[str, Any], target: Target, batch_id: str) -> str | None:
-    """Where the batch's results are, from its status record: ``resultsAt``; a FAILED Map's
-    ``resultsKey`` in the batch data bucket; the recorded execution (a Parallel whose record
-    predates resultsAt, or was written by the failure guard); the ledger's marks."""
-    from fanout_kit.shared.final_status import ledger_results_at, s3_results_at
-
-    if record.get("resultsAt"):
-        return record["resultsAt"]
-    if target.workflow == "map":
-        key = record.get("resultsKey")
-        return s3_results_at(target.batch_bucket, key) if key and target.batch_bucket else None
-    if target.workflow == "ledger":
-        return ledger_results_at(target.ledger_table, batch_id) if target.ledger_table else None
-    return record.get("executionArn")
-
-
-def open_batch(source: Any, targets: list[Target], batch_id: str, where: str = "") -> BatchResults:
-    """The batch ``batch_id`` in the first (only) of ``targets`` whose status table has its record;
-    ResultsError if none has it, or several do."""
-    if not batch_id or not batch_id.strip():
-        raise ResultsError("BATCH_ID is empty: pass the batch id of the status record (the one fanout run / start printed)")
-    found = [(t, r) for t in targets if (r := source.status_record(t.status_table, batch_id)) is not None]
-    if not found:
-        tables = ", ".join(f"{t.workflow} ({t.status_table})" for t in targets)
-        raise ResultsError(
-            f"batch {batch_id}: no status record in {where or 'the status table'} ({tables}): check BATCH_ID "
-            "(the batchId fanout run / fanout start printed; a batch still running has no record yet: "
-            "fanout watch ARN)"
-        )
-    if len(found) > 1:
-        raise ResultsError(
-            f"batch {batch_id}: a status record in several workflows ({', '.join(t.workflow for t, _ in found)}): "
-            "pass --workflow parallel, map or ledger"
-        )
-    target, record = found[0]
-    batch = BatchResults(batch_id, target, record, source, results_location(record, target, batch_id))
-    if batch.location is None and target.workflow == "map":
-        batch.notes.append(
-            f"its map run wrote no results ({record.get('failureError') or record.get('failedExecutionError') or 'none'}): "
-            f"no item is confirmed; fanout dlq redrive --workflow map --batch {batch_id} runs them all again"
-        )
-    if record.get("redriveOf") and record.get("status") == SUCCEEDED:
-        batch.notes.append(
-            f"these are the results of the redrive {record.get('executionArn')}, which re-ran what "
-            f"{record['redriveOf']} left failed"
-            + ("; a Map redrive numbers its items from 0 again" if target.workflow == "map" else "")
-        )
-    return batch
-
-
-# --------------------------------------------------------------------------- output
-def _one_line(text: Any, width: int) -> str:
-    from fanout_kit.cli.views import cause_message
-
-    flat = " ".join(str(cause_message(text) if text is not None else "").split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-_encode = json.JSONEncoder(sort_keys=True, default=str).encode  # one encoder for every outcome
-ITEM_COLUMN = FIELDS.index("item")
-
-
-def write_outcomes(outcomes: Iterable[Outcome], fmt: str, out: IO[str]) -> tuple[int, int]:
-    """Write the outcomes as they come (nothing is collected); returns (shown, failed)."""
-    shown = failed = 0
-    if fmt == "json":
-        out.write("[")
-        for shown, outcome in enumerate(outcomes, 1):
-            failed += outcome.failed
-            out.write(("\n" if shown == 1 else ",\n") + _encode(outcome.to_dict()))
-        out.write("\n]\n" if shown else "]\n")
-        return shown, failed
-    if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(FIELDS)
-        for shown, outcome in enumerate(outcomes, 1):
-            failed += outcome.failed
-            row = [getattr(outcome, name) for name in FIELDS]
-            row[ITEM_COLUMN] = _encode(row[ITEM_COLUMN]) if row[ITEM_COLUMN] is not None else ""
-            writer.writerow(["" if value is None else value for value in row])
-        return shown, failed
-    header = f"{'INDEX':>7}  {'TASK/ITEM':<28}  {'STATUS':<12}  {'ATTEMPTS':>8}  ERROR / CONTEXT"
-    out.write(header + "\n")
-    for shown, outcome in enumerate(outcomes, 1):
-        failed += outcome.failed
-        what = outcome.task if outcome.task is not None else json.dumps(outcome.item, sort_keys=True, default=str)
-        index = "-" if outcome.index is None else str(outcome.index)
-        attempts = "-" if outcome.attempts is None else str(outcome.attempts)
-        line = f"{index:>7}  {_one_line(what, 28):<28}  {outcome.status:<12}  {attempts:>8}"
-        details = []
-        if outcome.error or outcome.cause:
-            details.append(_one_line(f"{outcome.error}: {_one_line(outcome.cause, 200)}", 120))
-        if outcome.dlq_message_id:
-            details.append(f"dlq message {outcome.dlq_message_id}")
-        if outcome.failed and outcome.result_file:
-            details.append(f"file {outcome.result_file}")
-        out.write(line + ("  " + "; ".join(details) if details else "") + "\n")
-    return shown, failed
-
-
-# --------------------------------------------------------------------------- summary line
-def summary_line(batch_id: str, workflow: str, record: dict[str, Any] | None, results_command: str,
-                 total: int | None = None) -> str:
-    """One line for the end of ``fanout watch`` / ``fanout run``: the verdict, how many failed of
-    how many, and the command that lists them."""
-    if record is None:
-        return f"batch {batch_id}: no status record yet (still running, or it could not record one)"
-    status = record.get("status")
-    unit = "tasks" if workflow == "parallel" else "children" if workflow == "ledger" else "items"
-    if status == SUCCEEDED:
-        count = f"all {total:,} {unit} succeeded" if total else f"every {unit[:-1] if unit != 'children' else 'child'} succeeded"
-        return f"batch {batch_id}: SUCCEEDED — {count}; list them: {results_command}"
-    if workflow == "parallel" and record.get("failedTasks") is not None:
-        failed = len(record.get("failedTasks") or [])
-        of = f" of {total:,}" if total else ""
-        what = f"{failed:,}{of} {unit} failed ({', '.join(record.get('failedTasks') or [])})"
-    elif record.get("failedItems") is not None:
-        what = f"{int(record['failedItems']):,} of {int(record.get('totalItems', 0)):,} {unit} failed"
-    else:
-        what = f"the execution ended {record.get('failedExecutionStatus', 'FAILED')} ({record.get('failedExecutionError')})"
-    return f"batch {batch_id}: {status} — {what}; list them: {results_command} --failed"
-
-
-# --------------------------------------------------------------------------- local state
-def local_state_dir() -> Path:
-    """Where ``fanout run`` / ``fanout ledger`` keep what ``fanout results --local`` reads:
-    $FANOUT_STATE_DIR, else .fanout-cache/batches in the current directory."""
-    configured = os.environ.get(STATE_DIR_ENV)
-    return Path(configured) if configured else Path.cwd() / ".fanout-cache" / "batches"
-
-
-def batch_folder(batch_id: str, root: Path | None = None) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", batch_id)[:60]
-    return (root or local_state_dir()) / f"{safe}-{_digest(batch_id)[:10]}"
-
-
-def save_local_batch(client: Callable[[str], Any], deployment: Any, batch_id: str, root: Path | None = None) -> Path | None:
-    """Keep a local batch's status record and the results it points to (the history, the
-    ResultWriter files, the ledger's marks) as files, for ``fanout results --local``; the previous
-    save of the same batch is replaced. None when the batch has no status record."""
-    source = AwsSource(client)
-    target = target_of(deployment)
-    record = source.status_record(target.status_table, batch_id)
-    if record is None:
-        return None
-    dest = batch_folder(batch_id, root)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".saving-", dir=dest.parent))
     try:
-        saved = {"batchId": batch_id, "record": record, "stack": deployment.stack_name, "region": deployment.region,
-                 "target": {"workflow": target.workflow, "status_table": target.status_table,
-                            "batch_bucket": target.batch_bucket, "ledger_table": target.ledger_table}}
-        (work / "record.json").write_text(json.dumps(saved, indent=1, sort_keys=True))
-        location = results_location(record, target, batch_id)
-        kind, where, rest = parse_results_at(location) if location else ("", "", "")
-        if kind == "execution":
-            path = work / "history" / f"{_digest(where)}.json"
-            path.parent.mkdir(parents=True)
-            with path.open("w") as stream:
-                stream.write("[")
-                first = True
-                for page in source.history_pages(where):
-                    for event in page:
-                        stream.write(("" if first else ",\n") + json.dumps(event, default=str))
-                        first = False
-                stream.write("]")
-        elif kind == "s3":
-            manifest = source.read_json(where, rest)
-            _copy_object(source, where, rest, work)
-            for group in MAP_GROUPS:
-                for listed in (manifest.get("ResultFiles") or {}).get(group) or []:
-                    _copy_object(source, where, listed["Key"], work)
-        elif kind == "dynamodb":
-            from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX
-
-            meta_pk = BATCH_PREFIX + batch_id
-            for pk in dict.fromkeys([meta_pk, *ledger_partitions(source, where, batch_id)]):
-                path = work / "dynamodb" / where / f"{_digest(pk)}.jsonl"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with path.open("w") as stream:
-                    for page in source.query_pages(where, pk, ""):
-                        for item in page:
-                            stream.write(json.dumps(item) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)
-        work.rename(dest)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return dest
+        stacks = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ValidationError" and "does not exist" in error.get("Message", ""):
+            raise OpsError(
+                f"--app {app}: stack {stack} is not deployed in {aws.region}: deploy it (npx cdk deploy {stack}) "
+                "or pass --region"
+            ) from None
+        raise
+    return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 
 
-def _copy_object(source: AwsSource, bucket: str, key: str, root: Path) -> None:
-    path = root / "s3" / bucket / key
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as stream:
-        for chunk in source.read_chunks(bucket, key):
-            stream.write(chunk)
+def find_batch(args: Any) -> tuple[BatchResults, str]:
+    """(the batch, the command that lists it again) from the flags."""
+    _check_flags(args)
+    if args.local:
+        return open_local_batch(args.batch_id, args.workflow), f"fanout results {args.batch_id} --local"
+    try:
+        with clear_errors(args.region, args.endpoint_url):  # (an unreachable AWS is a CliError here too)
+            return _find_deployed(args)
+    except CliError as exc:
+        if not (batch_folder(args.batch_id) / "record.json").is_file():
+            raise
+        raise type(exc)(f"{exc} (a batch {args.batch_id} was run locally here: fanout results "
+                        f"{args.batch_id} --local)", exc.code) from None
 
 
-def open_local_batch(batch_id: str, workflow: str | None = None) -> BatchResults:
-    """A batch ``fanout run`` / ``fanout ledger`` saved (``save_local_batch``)."""
-    folder = batch_folder(batch_id)
-    if not (folder / "record.json").is_file():
-        raise ResultsError(
-            f"batch {batch_id}: not in the local state ({local_state_dir()}): check BATCH_ID (the batchId "
-            "fanout run / fanout ledger printed, run from this directory or with the same "
-            f"{STATE_DIR_ENV}); for a deployed batch drop --local"
-        )
-    source = LocalSource(folder)
-    saved = source.saved
-    target = Target(**saved["target"], where=f"the local state ({folder})")
-    if workflow and workflow != target.workflow:
-        raise ResultsError(f"--workflow {workflow}: batch {batch_id} ran on the {target.workflow} workflow locally")
-    return open_batch(source, [target], batch_id, where=target.where)
+def _find_deployed(args: Any) -> tuple[BatchResults, str]:
+    if args.app:
+        from fanout_kit.local.app_source import load_app
+
+        app, found = load_app(args.app, stack=args.stack, kind=args.workflow)
+        aws = Aws(args.region or app.region, args.endpoint_url)
+        deployment = deployment_of(None, found.kind, aws.region,
+                                   _deployed_stack_outputs(aws, found.stack, args.app), stack_name=found.stack)
+        targets = [target_of(deployment)]
+        where = f"stack {found.stack} ({aws.region})"
+        again = f"fanout results {args.batch_id} --app {args.app}" + (f" --stack {args.stack}" if args.stack else "")
+    else:
+        cfg = environment(args.env or "dev")
+        aws = Aws(args.region or cfg.region, args.endpoint_url)
+        workflows = [args.workflow] if args.workflow else list(WORKFLOWS)
+        deployments = [d for w in workflows if (d := find_deployment(aws, cfg, w, missing_ok=not args.workflow))]
+        if not deployments:
+            raise OpsError(f"no workflow stack of {cfg.name} is deployed in {aws.region}: run npx cdk deploy -c env={cfg.name}")
+        targets = [target_of(d) for d in deployments]
+        where = f"{cfg.name} ({aws.region})"
+        again = f"fanout results {args.batch_id} --env {cfg.name}"
+    return open_batch(AwsSource(aws.client), targets, args.batch_id, where=where), again
+
+
+def cmd_results(args: Any, out: Any) -> int:
+    batch, _again = find_batch(args)
+    record = batch.record
+    data = sys.stdout
+    notes = sys.stderr if args.format != "table" else data
+    status = record.get("status")
+    if args.format == "table":
+        data.write(f"batch {batch.batch_id} ({batch.workflow}): {status}; results: {batch.location or 'none'}\n")
+    for note in batch.notes:
+        notes.write(f"note: {note}\n")
+    shown, failed = write_outcomes(batch.outcomes(failed_only=args.failed), args.format, data)
+    if args.format == "table":
+        unit = {"parallel": "task(s)", "map": "item(s)", "ledger": "child(ren)"}[batch.workflow]
+        data.write(f"{shown:,} {unit}{' that did not succeed' if args.failed else ''}; {failed:,} failed\n")
+    data.flush()
+    return 0

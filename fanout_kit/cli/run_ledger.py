@@ -29,7 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 from fanout_kit.cli.handler_logs import quiet_env, quiet_handler_logs
 from fanout_kit.local.event_sources import (
     EventSourcePollers,
@@ -45,7 +45,7 @@ from fanout_kit.local.event_sources import (
     sqs_mappings,
 )
 from fanout_kit.ops.dlq import queue_counts
-from fanout_kit.cli.results import save_local_batch, summary_line
+from fanout_kit.ops.results import save_local_batch, summary_line
 
 WORKFLOW = "ledger"
 SOURCE_SERVICE = "LedgerSqsConsumer"  # POWERTOOLS_SERVICE_NAME of the source queue's consumer

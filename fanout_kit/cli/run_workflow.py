@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 from fanout_kit.cli.handler_logs import quiet_handler_logs
 from fanout_kit.cli.faults import (
     apply_item_faults,
@@ -27,7 +27,7 @@ from fanout_kit.local.moto_lambda import InjectedFault
 from fanout_kit.local.history import ProgressTracker, state_transitions, task_attempts
 from fanout_kit.ops.dlq import describe
 from fanout_kit.ops.watch import batch_id_of, counts_line
-from fanout_kit.cli.results import parallel_outcomes, save_local_batch, summary_line
+from fanout_kit.ops.results import parallel_outcomes, save_local_batch, summary_line
 from fanout_runtime.faults import AMBIGUOUS_MODES
 from fanout_kit.cli.views import PlainTaskLog, error_line, make_console, task_table
 
@@ -54,7 +54,7 @@ class RunPlan:
 
 
 def plan_run(args: Any) -> RunPlan:
-    from fanout_kit.cli.inputs import check_size, label_of, read_input, validate
+    from fanout_kit.ops.inputs import check_size, label_of, read_input, validate
     from fanout_kit.ops.aws import environment
     from fanout_kit.ops.start import check_name
 
@@ -122,7 +122,7 @@ def _plan_app_run(args: Any) -> RunPlan:
     """``fanout run --app PATH``: the checks that need no synth (flags, input file, manifest
     format); the faults are injected by the engine into the app's own functions (any code), the
     input is validated by the workflow's own first state."""
-    from fanout_kit.cli.inputs import check_size, label_of, read_input
+    from fanout_kit.ops.inputs import check_size, label_of, read_input
     from fanout_kit.ops.start import check_name
 
     task_faults, item_faults, lambda_faults = _parse_faults(args, " (--fail TASK=permanent or --fail-item 7=permanent)")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from fanout_kit.ops.causes import cause_message, error_line  # noqa: F401  (the views print them)
 from fanout_kit.local.history import (
     DEAD_LETTERED,
     DEAD_LETTERING,
@@ -64,22 +64,6 @@ def make_console(**kwargs: Any) -> Console:
     if not console.is_terminal:
         console = Console(soft_wrap=True, width=max(console.width, 200), **kwargs)
     return console
-
-
-def cause_message(cause: Any) -> Any:
-    """The errorMessage inside a Lambda error's JSON cause (``{"errorMessage", "errorType",
-    "requestId", "stackTrace"}``), else the cause as it is."""
-    try:
-        parsed = json.loads(cause)
-    except (TypeError, ValueError):
-        return cause
-    return parsed.get("errorMessage", cause) if isinstance(parsed, dict) else cause
-
-
-def error_line(error: str | None, cause: str | None) -> str:
-    """An execution's error and cause as one line: ``InvalidInput: tasks.Foo: unknown task ...``."""
-    message = " ".join(str(cause_message(cause) or "").split())  # one line, whatever the cause held
-    return f"{error}: {message}" if message else str(error)
 
 
 class PlainTaskLog:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 from fanout_kit.local.template import EXTERNAL_APP, SynthesizedApp
 from fanout_kit.shared.discovery import WORKFLOW_METADATA
 

@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 from fanout_kit.shared.outputs import REQUIRED_OUTPUTS  # noqa: F401  (what each construct's add_outputs() emits)
 from fanout_kit.shared.checks import ConfigError
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fanout_kit.ops.aws import Aws, Deployment, OpsError, console_url, environment, find_deployment
 from fanout_kit.ops.start import NAME_UNSAFE
-from fanout_kit.cli.views import cause_message
+from fanout_kit.ops.causes import cause_message
 
 LIST_HOLD_SECONDS = 30  # how long `dlq list` hides the messages at most (it unhides them at once)
 REDRIVE_HOLD_SECONDS = 120  # a redrive that dies keeps its batch's messages hidden at most this long

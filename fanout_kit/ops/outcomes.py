@@ -1,6 +1,6 @@
 """A batch's results, one typed outcome per item (Map), task (Parallel) or child (ledger) (pure logic).
 
-``fanout results`` and its Python API (``fanout_kit.cli.results``) yield these; the Map's are expanded from
+``fanout results`` and its Python API (``fanout_kit.ops.results``) yield these; the Map's are expanded from
 the ResultWriter's result files here, one child entry at a time (``entry_outcomes``), so that the
 one place that knows what a child's entry says about its items is this function.
 """

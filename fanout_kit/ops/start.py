@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from fanout_kit.cli.inputs import label_of, read_input, validate
+from fanout_kit.ops.inputs import label_of, read_input, validate
 from fanout_kit.ops.aws import Aws, OpsError, console_url, environment, find_deployment
 
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

@@ -77,7 +77,7 @@ def test_a_stack_of_an_app_is_found_with_app_and_stack(cli, deployment, batch_fi
 
 
 def test_a_batch_run_locally_but_asked_of_the_deployment_names_local(cli, deployment, tmp_path, monkeypatch):
-    from fanout_kit.cli.results import batch_folder
+    from fanout_kit.ops.results import batch_folder
 
     monkeypatch.setenv("FANOUT_STATE_DIR", str(tmp_path))
     saved = batch_folder("ran-here")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fanout_kit.cli.errors import CliError
+from fanout_kit.shared.errors import CliError
 
 # StartExecution ``input``: "Length constraints apply to the payload size, and are expressed as
 # bytes in UTF-8 encoding. Maximum length of 262144" (Step Functions API reference,

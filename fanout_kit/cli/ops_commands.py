@@ -1,4 +1,5 @@
-"""Argument parsing and dispatch of the ops subcommands (``fanout_kit.cli.main`` adds them)."""
+"""Argument parsing and dispatch of the ops subcommands (``fanout_kit.cli.main`` adds them): each
+subcommand's function prints on the console made here; a CliError (OpsError included) is one line."""
 
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fanout_kit.cli.errors import CliError
+    from fanout_kit.shared.errors import CliError
     from fanout_kit.cli.views import make_console
     from fanout_kit.ops.aws import clear_errors
 
@@ -140,11 +141,11 @@ def run(args: argparse.Namespace) -> int:
 
                 return cmd_start(args, out)
             if args.command == "results":
-                from fanout_kit.ops.results import cmd_results
+                from fanout_kit.cli.results import cmd_results
 
                 return cmd_results(args, out)
             if args.command in ("watch", "status"):
-                from fanout_kit.ops.watch import cmd_watch
+                from fanout_kit.cli.watch import cmd_watch
 
                 return cmd_watch(args, out, once=args.command == "status")
             from fanout_kit.ops.dlq import cmd_list, cmd_redrive
