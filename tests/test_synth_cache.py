@@ -12,6 +12,7 @@ import pytest
 
 import fanout_kit.local.template as template
 import stacks.config
+from fanout_kit.shared import app_config
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def kit(tmp_path, monkeypatch, dev_app):
         else:
             root.mkdir(exist_ok=True)
             shutil.copy(src, root / name)
-    monkeypatch.setattr(stacks.config, "ROOT", root)
+    monkeypatch.setattr(app_config, "app_root", lambda: root)  # the app folder the kit synthesizes
     calls = []
 
     def fake_synth(env_name, out):

@@ -346,7 +346,7 @@ def main(args: Any) -> int:
             flag = "--stack NAME" if args.stack else "--input FILE"
             print(f"fanout iam-report: {flag} goes with --app PATH (this repository's app: --env)", file=sys.stderr)
             return 2
-        from stacks.config import ConfigError, load_environment, read_cdk_context
+        from fanout_kit.shared.app_config import ConfigError, load_environment, read_cdk_context
 
         try:
             load_environment(read_cdk_context(), args.env)

@@ -51,7 +51,8 @@ class SynthesizedApp:
 def synthesize(
     env_name: str = "dev", outdir: str | Path | None = None, *, context: Mapping[str, Any] | None = None
 ) -> SynthesizedApp:
-    """Run the same app builder as ``cdk synth`` (cdk-nag included) and load the templates.
+    """Run the app's own builder (``app_builder``: the one ``cdk synth`` runs, cdk-nag included) and
+    load the templates.
     ``context`` (with ``outdir``; tests): cdk.json's context with some settings changed.
 
     Without ``outdir``, the result is kept in one cache folder per environment,
@@ -62,10 +63,11 @@ def synthesize(
         return _synth(env_name, Path(outdir), context)
     if context is not None:
         raise ValueError("synthesize(context=...) needs an outdir: the cache is keyed by cdk.json")
-    from stacks.config import ROOT
+    from fanout_kit.shared import app_config
 
-    cache = ROOT / ".fanout-cache" / "synth"
-    folder = cache / f"{env_name}-{app_inputs_key(env_name, ROOT)}"
+    root = app_config.app_root()
+    cache = root / ".fanout-cache" / "synth"
+    folder = cache / f"{env_name}-{app_inputs_key(env_name, root)}"
     if (folder / CACHE_INDEX).is_file():
         return _load(folder)
     cache.mkdir(parents=True, exist_ok=True)
@@ -104,12 +106,29 @@ def app_inputs_key(env_name: str, root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def app_builder(context: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+    """The app's own builder, named by its cdk.json (``context.fanout:builder``, e.g.
+    ``stacks.app_builder:build_app``), imported from the app folder: ``build_app(env_name, *,
+    outdir, context) -> (app, config, stacks by workflow)``, the same one its ``app.py`` runs."""
+    import importlib
+    import sys
+
+    from fanout_kit.shared import app_config
+
+    root = app_config.app_root()
+    if context is None or app_config.BUILDER_KEY not in context:  # changed settings name no other builder
+        context = app_config.read_cdk_context()
+    module_name, _, function = app_config.builder_name(context).partition(":")
+    if str(root) not in sys.path:
+        sys.path.append(str(root))
+    return getattr(importlib.import_module(module_name), function)
+
+
 def _synth(env_name: str, out: Path, context: Mapping[str, Any] | None = None) -> SynthesizedApp:
     from fanout_kit.shared.jsii_node import use_venv_node
 
     use_venv_node()
-    from stacks.app_builder import build_app
-
+    build_app = app_builder(context)
     app, cfg, stacks = build_app(env_name, outdir=str(out), context=context)
     app.synth()
     templates = {

@@ -15,15 +15,16 @@ from fanout_kit.shared.outputs import REQUIRED_OUTPUTS  # noqa: F401  (what each
 from fanout_kit.shared.checks import ConfigError
 
 if TYPE_CHECKING:
-    from stacks.config import EnvironmentConfig
+    from fanout_kit.shared.app_config import EnvironmentConfig
 
 
 def kit_app_config() -> Any:
-    """``stacks.config``: this repository's app and its cdk.json environments. The installed
-    wheel ships the kit without that app: there, a command that needs it says to use --app."""
-    try:
-        import stacks.config as config
-    except ImportError:
+    """``fanout_kit.shared.app_config``, once an app folder (a cdk.json, from the current
+    directory up) is found: the environments of its cdk.json. Without one, a command that needs it
+    says to use --app."""
+    from fanout_kit.shared import app_config as config
+
+    if config.find_app_root() is None:
         raise CliError(
             "this command reads the kit repository's own app (cdk.json environments), which the "
             "installed kit does not include; for your own CDK app pass --app PATH (fanout run, "
