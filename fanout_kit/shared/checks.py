@@ -1,7 +1,7 @@
 """The one check of whole-number settings, and the one error a wrong setting raises.
 
 Used by the retry policies here, by the constructs' props (fanout_kit) and by the app's cdk.json
-settings (stacks.config): every message names the setting, the allowed range and the value found.
+settings (fanout_kit.shared.app_config): every message names the setting, the allowed range and the value found.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 alarm thresholds, Distributed Map and ledger settings. Each has secure defaults and is checked
 when created: a wrong value raises ``ConfigError`` naming the prop, its range and the value.
 
-No aws_cdk import here: the app's cdk.json reader (stacks.config) builds these too, before any
+No aws_cdk import here: the app's cdk.json reader (fanout_kit.shared.app_config) builds these too, before any
 construct exists.
 """
 
