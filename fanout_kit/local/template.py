@@ -188,10 +188,12 @@ def resources_of_type(template: Mapping[str, Any], cfn_type: str) -> dict[str, d
 
 
 def make_resolver(
-    refs: Mapping[str, str], attrs: Mapping[tuple[str, str], str], region: str
+    refs: Mapping[str, str], attrs: Mapping[tuple[str, str], str], region: str,
+    pseudo: Mapping[str, str] | None = None,
 ) -> Callable[[Any], Any]:
-    """A function resolving CloudFormation intrinsics against local resources."""
-    pseudo = {
+    """A function resolving CloudFormation intrinsics against local resources (``pseudo``: the
+    pseudo parameters' values, the local ones by default)."""
+    pseudo = pseudo or {
         "AWS::Partition": "aws",
         "AWS::Region": region,
         "AWS::AccountId": LOCAL_ACCOUNT,
@@ -284,6 +286,30 @@ def local_names(
 
 def bucket_name(logical_id: str) -> str:
     return logical_id.lower()[:63]
+
+
+class _Placeholders(dict):
+    """Ref / GetAtt values shown as ``${LogicalId}`` / ``${LogicalId.Attr}`` (CloudFormation's
+    Fn::Sub notation), for any logical id."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str | tuple[str, str]) -> str:
+        return "${%s}" % (key if isinstance(key, str) else ".".join(key))
+
+
+def deployed_definitions(template: Mapping[str, Any]) -> dict[str, dict]:
+    """Logical id -> the state machine's ASL as it deploys, every reference to another resource
+    or a pseudo parameter shown as ``${LogicalId}``, ``${LogicalId.Attr}``, ``${AWS::Region}``
+    (what ``statemachines/`` holds for review)."""
+    pseudo = {name: "${%s}" % name for name in (
+        "AWS::Partition", "AWS::Region", "AWS::AccountId", "AWS::URLSuffix", "AWS::StackName", "AWS::StackId")}
+    resolve = make_resolver(_Placeholders(), _Placeholders(), "", pseudo)
+    return {
+        lid: json.loads(resolve(res["Properties"]["DefinitionString"]))
+        for lid, res in resources_of_type(template, "AWS::StepFunctions::StateMachine").items()
+    }
 
 
 def state_machine_definitions(template: Mapping[str, Any], region: str) -> dict[str, dict]:
