@@ -32,7 +32,7 @@ def test_environments_differ_where_they_should():
 def test_per_task_override_merges_over_the_environment_default():
     dev = load_environment(CONTEXT, "dev")
     by_name = {t.name: t for t in dev.tasks}
-    default = RetrySettings.parse(CONTEXT["fanout:environments"]["dev"]["retry"]["retryable"], "x")
+    default = RetrySettings._parse(CONTEXT["fanout:environments"]["dev"]["retry"]["retryable"], "x")
     assert by_name["ReserveInventory"].retryable == default
     assert by_name["ChargePayment"].retryable.max_attempts == 4
     assert by_name["ChargePayment"].retryable.interval_seconds == default.interval_seconds
@@ -74,7 +74,7 @@ def test_backoff_ceilings_are_exponential_and_capped():
 
 def test_max_delay_below_interval_is_refused():
     with pytest.raises(RetryConfigError, match="maxDelaySeconds: must be >= intervalSeconds"):
-        RetrySettings.parse({"intervalSeconds": 5, "maxAttempts": 1, "backoffRate": 2, "maxDelaySeconds": 2}, "r")
+        RetrySettings._parse({"intervalSeconds": 5, "maxAttempts": 1, "backoffRate": 2, "maxDelaySeconds": 2}, "r")
 
 
 def test_execution_data_is_logged_in_dev_only():

@@ -69,9 +69,9 @@ def test_each_item_batch_has_retry_catch_dlq_then_fails(env):
         assert process["Resource"] == "arn:aws:states:::lambda:invoke"
         assert process["Retry"] == [
             {"ErrorEquals": [errors.NON_RETRYABLE], "MaxAttempts": 0},
-            cfg.map_worker.ambiguous.to_asl(AMBIGUOUS_ERRORS),
-            cfg.map_worker.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
-            cfg.map_worker.retryable.to_asl([errors.RETRYABLE]),
+            cfg.map_worker.ambiguous._to_asl(AMBIGUOUS_ERRORS),
+            cfg.map_worker.transient._to_asl(LAMBDA_TRANSIENT_ERRORS),
+            cfg.map_worker.retryable._to_asl([errors.RETRYABLE]),
         ]
         assert process["Catch"][0]["ErrorEquals"] == ["States.ALL"]
         dlq = child["States"][process["Catch"][0]["Next"]]

@@ -37,9 +37,9 @@ def test_each_task_has_its_configured_retry_and_a_catch_to_the_dlq(env):
         assert run["Resource"] == "arn:aws:states:::lambda:invoke"
         assert run["Retry"] == [
             {"ErrorEquals": [errors.NON_RETRYABLE], "MaxAttempts": 0},
-            task.ambiguous.to_asl(AMBIGUOUS_ERRORS),
-            task.transient.to_asl(LAMBDA_TRANSIENT_ERRORS),
-            task.retryable.to_asl([errors.RETRYABLE]),
+            task.ambiguous._to_asl(AMBIGUOUS_ERRORS),
+            task.transient._to_asl(LAMBDA_TRANSIENT_ERRORS),
+            task.retryable._to_asl([errors.RETRYABLE]),
         ]
         assert run["TimeoutSeconds"] == cfg.task_timeout_seconds + TASK_TIMEOUT_MARGIN_SECONDS
         assert run["Catch"] == [

@@ -4,7 +4,9 @@
   of cdk.json (references to other resources shown as ``${LogicalId.Arn}``; see
   ``fanout_kit.local.template.deployed_definitions``);
 - the Mermaid picture of each workflow (dev) between the ``<!-- workflow-graph:NAME -->`` markers
-  of README.md, docs/index.md and the pattern pages (tools/mermaid.py).
+  of README.md, docs/index.md and the pattern pages (tools/mermaid.py);
+- each construct's prop table on its pattern page, from the ``Args:`` of its docstring and of the
+  props it shares (tools/props_tables.py).
 
     .venv/bin/python -m tools.workflows            # rewrite them
     .venv/bin/python -m tools.workflows --check    # exit 1 naming what is out of date
@@ -15,11 +17,12 @@ tests/test_statemachines.py fails when any of them is out of date.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
+from tools.markers import replace_marked
 from tools.mermaid import to_mermaid
+from tools.props_tables import props_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 STATEMACHINES = ROOT / "statemachines"
@@ -32,10 +35,6 @@ PICTURES = {
     "docs/patterns/parallel.md": ("parallel",),
     "docs/patterns/distributed-map.md": ("map",),
 }
-
-
-def _marker(workflow: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- workflow-graph:{workflow} -->\n)(.*?)(<!-- /workflow-graph:{workflow} -->)", re.S)
 
 
 def asl_files(apps: dict) -> dict[Path, str]:
@@ -65,16 +64,14 @@ def page_files(app) -> dict[Path, str]:
         path = ROOT / name
         text = path.read_text()
         for workflow in workflows:
-            if not _marker(workflow).search(text):
-                raise SystemExit(f"{name} has no <!-- workflow-graph:{workflow} --> ... "
-                                 f"<!-- /workflow-graph:{workflow} --> markers: add them where the picture goes")
-            text = _marker(workflow).sub(lambda m, w=workflow: m.group(1) + drawn[w] + m.group(3), text)
+            text = replace_marked(text, f"workflow-graph:{workflow}", drawn[workflow], name)
         out[path] = text
     return out
 
 
 def generated(apps: dict) -> dict[Path, str]:
-    return {**asl_files(apps), **page_files(apps[GRAPH_ENV])}
+    files = {**asl_files(apps), **page_files(apps[GRAPH_ENV])}
+    return {**files, **props_pages(files)}
 
 
 def stale(apps: dict) -> list[Path]:

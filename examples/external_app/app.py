@@ -24,7 +24,8 @@ fanout = ParallelFanOut(
     "Signup",
     tasks=[
         FanOutTask("VerifyEmail", signup),
-        FanOutTask("CreateProfile", signup, retryable=RetrySettings(1, 2, 2.0, 4)),
+        FanOutTask("CreateProfile", signup, retryable=RetrySettings(
+            interval_seconds=1, max_attempts=2, backoff_rate=2.0, max_delay_seconds=4)),
         FanOutTask("SendWelcome", signup),
     ],
     alarms=AlarmThresholds(lambda_errors=5),

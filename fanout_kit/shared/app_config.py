@@ -231,8 +231,8 @@ def _tasks(raw: Any, defaults: dict[str, RetrySettings], key: str = TASKS_KEY) -
         overrides = task.get("retry", {})
         if not isinstance(overrides, Mapping) or set(overrides) - set(TASK_RETRY_KINDS):
             raise ConfigError(f"{where}.retry: may only override {', '.join(TASK_RETRY_KINDS)}")
-        own = {k: defaults[k].with_overrides(overrides.get(k, {}), f"{where}.retry.{k}") for k in TASK_RETRY_KINDS}
-        own[AMBIGUOUS].check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
+        own = {k: defaults[k]._with_overrides(overrides.get(k, {}), f"{where}.retry.{k}") for k in TASK_RETRY_KINDS}
+        own[AMBIGUOUS]._check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
         retry_on, never_retry = check_error_names(
             task.get("retryOn", []), task.get("neverRetry", []), where, names=("retryOn", "neverRetry")
         )
@@ -299,11 +299,11 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
     unknown = sorted(set(raw_retry) - {*RETRY_KINDS, AMBIGUOUS})
     if unknown:
         raise ConfigError(f"{where}.retry.{unknown[0]}: unknown kind; known: {', '.join([*RETRY_KINDS, AMBIGUOUS])}")
-    retry = {k: RetrySettings.parse(raw_retry.get(k), f"{where}.retry.{k}") for k in RETRY_KINDS}
-    retry[AMBIGUOUS] = WorkflowRetries().ambiguous.with_overrides(
+    retry = {k: RetrySettings._parse(raw_retry.get(k), f"{where}.retry.{k}") for k in RETRY_KINDS}
+    retry[AMBIGUOUS] = WorkflowRetries().ambiguous._with_overrides(
         raw_retry.get(AMBIGUOUS, {}), f"{where}.retry.{AMBIGUOUS}"
     )
-    retry[AMBIGUOUS].check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
+    retry[AMBIGUOUS]._check_ambiguous(f"{where}.retry.{AMBIGUOUS}")
 
     map_retry = _map_retry(env.get("map"), retry, f"{where}.map.retry")
 
@@ -361,9 +361,9 @@ def _map_retry(raw_map: Any, retry: dict[str, RetrySettings], where: str) -> dic
         raise ConfigError(f"{where}: may only override {', '.join(MAP_RETRY_KINDS)}")
     merged = {
         **retry,
-        **{k: retry[k].with_overrides(raw.get(k, {}), f"{where}.{k}") for k in MAP_RETRY_KINDS},
+        **{k: retry[k]._with_overrides(raw.get(k, {}), f"{where}.{k}") for k in MAP_RETRY_KINDS},
     }
-    merged[AMBIGUOUS].check_ambiguous(f"{where}.{AMBIGUOUS}")
+    merged[AMBIGUOUS]._check_ambiguous(f"{where}.{AMBIGUOUS}")
     return merged
 
 

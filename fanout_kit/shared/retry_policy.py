@@ -116,13 +116,22 @@ RetryConfigError = ConfigError  # a retry setting is missing or out of range; th
 
 @dataclass(frozen=True)
 class RetrySettings:
+    """One Retry rule: exponential backoff with full jitter (``JitterStrategy: FULL``).
+
+    Args:
+        interval_seconds: The wait before the first retry (at least 1). Required.
+        max_attempts: Retries after the first attempt (0: none). Required.
+        backoff_rate: The factor each wait grows by (at least 1.0). Required.
+        max_delay_seconds: The cap of any wait (at least ``interval_seconds``). Required.
+    """
+
     interval_seconds: int
     max_attempts: int
     backoff_rate: float
     max_delay_seconds: int
 
     @classmethod
-    def parse(cls, raw: Any, where: str, base: RetrySettings | None = None) -> RetrySettings:
+    def _parse(cls, raw: Any, where: str, base: RetrySettings | None = None) -> RetrySettings:
         """Parse ``{"intervalSeconds": .., "maxAttempts": .., ...}``; fields missing from ``raw``
         come from ``base`` (an environment default overridden per task)."""
         if not isinstance(raw, Mapping):
@@ -156,7 +165,7 @@ class RetrySettings:
         if self.max_delay_seconds < self.interval_seconds:
             raise bad("maxDelaySeconds", "must be >= intervalSeconds", self.max_delay_seconds)
 
-    def check_ambiguous(self, where: str) -> None:
+    def _check_ambiguous(self, where: str) -> None:
         """An ``ambiguous`` policy retries a task that may have done its work: a few times at most."""
         if self.max_attempts > MAX_AMBIGUOUS_ATTEMPTS:
             raise RetryConfigError(
@@ -164,8 +173,8 @@ class RetrySettings:
                 f"crashed task may have done its work: retry it only if it is idempotent), got {self.max_attempts!r}"
             )
 
-    def with_overrides(self, raw: Any, where: str) -> RetrySettings:
-        return RetrySettings.parse(raw, where, base=self)
+    def _with_overrides(self, raw: Any, where: str) -> RetrySettings:
+        return RetrySettings._parse(raw, where, base=self)
 
     def backoff_ceilings(self) -> list[float]:
         """Upper bound of each wait before retry 1..max_attempts (full jitter draws 0..bound)."""
@@ -177,7 +186,7 @@ class RetrySettings:
     def worst_case_wait_seconds(self) -> float:
         return sum(self.backoff_ceilings())
 
-    def to_asl(self, errors: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    def _to_asl(self, errors: tuple[str, ...] | list[str]) -> dict[str, Any]:
         """The ASL Retrier this policy stands for (what CDK must synthesize)."""
         return {
             "ErrorEquals": list(errors),

@@ -47,13 +47,26 @@ def _check_whole_numbers(obj: object, where: str, ranges: dict[str, tuple[int, i
 
 @dataclass(frozen=True)
 class ResourceSettings:
-    """What every resource a kit construct creates shares."""
+    """What every resource a kit construct creates shares.
 
-    environment_name: str = "default"  # in descriptions, FANOUT_ENV and the ledger metrics' dimension
-    retain_data: bool = True  # RETAIN and deletion protection; False (dev): DESTROY, buckets emptied
-    log_retention_days: int = 30  # every log group the construct creates
+    Args:
+        environment_name: The environment's name (1-64 letters, digits, ``-``, ``_``): in
+            descriptions, ``FANOUT_ENV`` and the ledger metrics' dimension. Default ``"default"``.
+        retain_data: ``True``: tables, buckets and log groups are RETAINed and deletion protected;
+            ``False`` (dev): DESTROYed, buckets emptied. Default ``True``.
+        log_retention_days: The retention of every log group the construct creates (a CloudWatch
+            Logs retention: 1, 3, 5, 7, 14, 30, 60, 90, ... days). Default ``30``.
+        powertools_layer_version: The version of the Powertools for AWS Lambda layer
+            (AWSLambdaPowertoolsPythonV3-python313-x86_64) the kit's functions use. Default ``27``.
+        function_timeout_seconds: The timeout of the kit's own functions that have none of their
+            own (1 to 900). Default ``30``.
+    """
+
+    environment_name: str = "default"
+    retain_data: bool = True
+    log_retention_days: int = 30
     powertools_layer_version: int = DEFAULT_POWERTOOLS_LAYER_VERSION
-    function_timeout_seconds: int = 30  # the kit's own functions without a timeout of their own
+    function_timeout_seconds: int = 30
 
     def __post_init__(self) -> None:
         if not isinstance(self.environment_name, str) or not ENVIRONMENT_NAME.match(self.environment_name):
@@ -79,38 +92,60 @@ class ResourceSettings:
 
 @dataclass(frozen=True)
 class WorkflowRetries:
-    """The Retry rules of a workflow. ``transient`` (Lambda service errors), ``retryable`` (the
-    task raised RetryableTaskError) and ``ambiguous`` (the task timed out, ran out of memory or
-    crashed: Lambda.Unknown, Sandbox.Timedout, ...; it may have done its work, so by default it is
-    not retried, and at most 3 times) are every task's defaults, overridden per task."""
+    """The Retry rules of a workflow. ``transient``, ``retryable`` and ``ambiguous`` are every
+    task's defaults, overridden per task (``FanOutTask``).
 
-    transient: RetrySettings = RetrySettings(2, 6, 2.0, 60)
-    retryable: RetrySettings = RetrySettings(5, 4, 2.0, 120)
-    dlq_send: RetrySettings = RetrySettings(1, 8, 2.0, 30)  # the DLQ send of an exhausted task
-    status_write: RetrySettings = RetrySettings(1, 8, 2.0, 30)  # input check, status reads and writes
-    ambiguous: RetrySettings = RetrySettings(2, 0, 2.0, 60)  # AMBIGUOUS_ERRORS: not retried by default
+    Args:
+        transient: Lambda service errors (``Lambda.ServiceException``, throttles, ...). Default
+            ``RetrySettings(interval_seconds=2, max_attempts=6, backoff_rate=2.0, max_delay_seconds=60)``.
+        retryable: The task raised ``RetryableTaskError`` (or a name in its ``retry_on``). Default
+            ``RetrySettings(interval_seconds=5, max_attempts=4, backoff_rate=2.0, max_delay_seconds=120)``.
+        dlq_send: The send of an exhausted task to the dead-letter queue. Default
+            ``RetrySettings(interval_seconds=1, max_attempts=8, backoff_rate=2.0, max_delay_seconds=30)``.
+        status_write: The input check and the status table's reads and writes. Default
+            ``RetrySettings(interval_seconds=1, max_attempts=8, backoff_rate=2.0, max_delay_seconds=30)``.
+        ambiguous: The task timed out, ran out of memory or crashed (``Lambda.Unknown``,
+            ``Sandbox.Timedout``, ...): it may have done its work, so by default it is not retried,
+            and at most 3 times. Default
+            ``RetrySettings(interval_seconds=2, max_attempts=0, backoff_rate=2.0, max_delay_seconds=60)``.
+    """
+
+    transient: RetrySettings = RetrySettings(interval_seconds=2, max_attempts=6, backoff_rate=2.0, max_delay_seconds=60)
+    retryable: RetrySettings = RetrySettings(interval_seconds=5, max_attempts=4, backoff_rate=2.0, max_delay_seconds=120)
+    dlq_send: RetrySettings = RetrySettings(interval_seconds=1, max_attempts=8, backoff_rate=2.0, max_delay_seconds=30)
+    status_write: RetrySettings = RetrySettings(interval_seconds=1, max_attempts=8, backoff_rate=2.0, max_delay_seconds=30)
+    ambiguous: RetrySettings = RetrySettings(interval_seconds=2, max_attempts=0, backoff_rate=2.0, max_delay_seconds=60)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             check_type(f"retries.{f.name}", value, RetrySettings)
             value._check(f"retries.{f.name}")
-        self.ambiguous.check_ambiguous("retries.ambiguous")
+        self.ambiguous._check_ambiguous("retries.ambiguous")
 
 
 # The Distributed Map's defaults: an EXPRESS child must fit AWS's 5 minutes with every retry
 # exhausted (fanout_kit/patterns/distributed_map/express_budget.py), so it retries less than a Parallel task. With a
 # worker timeout of 20 s (50 s per attempt with the task margin) the worst case is 244 s.
 MAP_RETRIES = WorkflowRetries(
-    transient=RetrySettings(2, 1, 2.0, 60),
-    retryable=RetrySettings(5, 2, 2.0, 10),
-    dlq_send=RetrySettings(1, 3, 2.0, 4),
+    transient=RetrySettings(interval_seconds=2, max_attempts=1, backoff_rate=2.0, max_delay_seconds=60),
+    retryable=RetrySettings(interval_seconds=5, max_attempts=2, backoff_rate=2.0, max_delay_seconds=10),
+    dlq_send=RetrySettings(interval_seconds=1, max_attempts=3, backoff_rate=2.0, max_delay_seconds=4),
 )
 
 
 @dataclass(frozen=True)
 class AlarmThresholds:
-    """Each alarm fires when its metric reaches the threshold within one period."""
+    """Each alarm fires when its metric reaches the threshold within one period.
+
+    Args:
+        dlq_visible_messages: Messages visible in the dead-letter queue. Default ``1``.
+        executions_failed: Failed executions of the state machine. Default ``1``.
+        executions_timed_out: Timed-out executions. Default ``1``.
+        lambda_errors: Errors of any function the workflow invokes. Default ``1``.
+        lambda_throttles: Throttles of any function the workflow invokes. Default ``1``.
+        period_minutes: The alarms' period. Default ``5``.
+    """
 
     dlq_visible_messages: int = 1
     executions_failed: int = 1
@@ -125,19 +160,35 @@ class AlarmThresholds:
 
 @dataclass(frozen=True)
 class MapSettings:
-    """How a DistributedMapFanOut runs and checks its items."""
+    """How a DistributedMapFanOut runs and checks its items.
 
-    max_concurrency: int = 100  # Distributed Map MaxConcurrency (children at once)
-    items_per_batch: int = 20  # ItemBatcher MaxItemsPerBatch: items per child Lambda invoke
-    child_execution_type: str = "EXPRESS"  # EXPRESS (cheap, at-least-once, 5 min) or STANDARD
-    # One item, as JSON, at most this many bytes. A failed child holds items_per_batch of them and
-    # the error within 256 KiB (checked at synth: fanout_kit/shared/payload_budget.py); 20 x 8192 is over.
+    Args:
+        max_concurrency: The Distributed Map's MaxConcurrency: child executions at once (1 to
+            10,000). Default ``100``.
+        items_per_batch: ItemBatcher MaxItemsPerBatch: items per child, one worker invocation each.
+            Default ``20``.
+        child_execution_type: ``"EXPRESS"`` (cheap, at-least-once, at most 5 minutes) or
+            ``"STANDARD"``. Default ``"EXPRESS"``.
+        max_item_bytes: One item, as JSON, at most this many bytes: a failed child holds
+            ``items_per_batch`` of them and the error within 256 KiB (checked at synth; 20 x 8192
+            is over). Default ``6144``.
+        max_inline_items: Items an execution input may carry inline; more must come as an S3
+            manifest. Default ``1000``.
+        results_retention_days: The lifecycle of the manifests and the Map's result files in S3.
+            Default ``30``.
+        failure_threshold: Items that may fail (or time out, or abort) while the batch still
+            finalizes. Default ``0``.
+        worker_reserved_concurrency: The reserved concurrency you set on your worker function;
+            the kit checks it against ``max_concurrency`` (``None``: unreserved). Default ``None``.
+    """
+
+    max_concurrency: int = 100
+    items_per_batch: int = 20
+    child_execution_type: str = "EXPRESS"
     max_item_bytes: int = 6144
-    max_inline_items: int = 1000  # more than this must come as an S3 manifest
-    results_retention_days: int = 30  # lifecycle of manifests and ResultWriter output in S3
-    failure_threshold: int = 0  # items that may fail (or time out, or abort) and still finalize
-    # Reserved concurrency of the worker: set it on your own function; the kit checks it here
-    # against max_concurrency when you pass it (None: unreserved).
+    max_inline_items: int = 1000
+    results_retention_days: int = 30
+    failure_threshold: int = 0
     worker_reserved_concurrency: int | None = None
 
     RANGES = {  # a class constant (no annotation): not a field
@@ -165,7 +216,24 @@ class MapSettings:
 
 @dataclass(frozen=True)
 class LedgerSettings:
-    """How a CompletionLedger counts children and when it gives up on a batch."""
+    """How a CompletionLedger counts children and when it gives up on a batch.
+
+    Args:
+        consumer_max_concurrency: The SQS event source's MaximumConcurrency (2 to 1,000).
+            Default ``10``.
+        failure_threshold: Failed children a batch tolerates and still finalizes. Default ``0``.
+        ttl_days: Days until DynamoDB TTL deletes the ledger's items. Default ``30``.
+        deadline_minutes: A batch open longer fails (the sweeper); ``0`` disables. Default ``240``.
+        max_receive_count: The child queue's redrive maxReceiveCount (AWS advises at least 5 for a
+            Lambda event source). Default ``5``.
+        batch_size: The SQS event source's batch size (1 to 10). Default ``10``.
+        kinesis_batch_size: The Kinesis event source's batch size. Default ``100``.
+        kinesis_retry_attempts: The Kinesis event source's retry attempts. Default ``5``.
+        kinesis_shard_count: Shards of the child stream. Default ``1``.
+        sweep_interval_minutes: The deadline sweeper's schedule. Default ``5``.
+        counter_shards: Counter items per batch (1 = one item; more spread a busy batch's writes
+            over keys); change only while no batch is open. Default ``1``.
+    """
 
     consumer_max_concurrency: int = 10
     failure_threshold: int = 0

@@ -17,20 +17,33 @@ from fanout_kit.shared.states import WorkflowTask
 @dataclass(frozen=True)
 class FanOutTask:
     """One child task: your function, invoked with ``{batchId, task, input, attempt, executionArn}``
-    (``input`` is the execution input's ``tasks.<name>``; ``fanout_runtime.events``).
+    (``input`` is the execution input's ``tasks.<name>``; ``fanout_runtime.events``). Any exception
+    not named in a Retry rule is not retried (it is dead-lettered).
 
-    ``retry_on``: exception names (as your function reports them, e.g. a library's
-    ``ThrottlingException``) retried with the ``retryable`` policy, like RetryableTaskError, without
-    wrapping them; ``never_retry``: names dead-lettered at once, like NonRetryableTaskError. Any other
-    exception is not retried either (it is dead-lettered); ``never_retry`` states it in the first
-    Retry rule, so it holds against any later rule."""
+    Args:
+        name: The task's name: PascalCase letters and digits, at most 40 (part of state names and
+            a key of the execution input). Required.
+        function: Your Lambda function (``IFunction``). Required.
+        description: What the task does, in the state's comment. Default ``""``.
+        transient: This task's Retry rule for Lambda service errors. Default ``None``: the
+            workflow's ``retries.transient``.
+        retryable: This task's Retry rule for ``RetryableTaskError`` and ``retry_on``. Default
+            ``None``: the workflow's ``retries.retryable``.
+        ambiguous: This task's Retry rule for timeouts, out-of-memory and crashes. Default
+            ``None``: the workflow's ``retries.ambiguous``.
+        retry_on: Exception names (as your function reports them, e.g. a library's
+            ``ThrottlingException``) retried with the ``retryable`` rule, like
+            ``RetryableTaskError``, without wrapping them. Default ``()``.
+        never_retry: Exception names dead-lettered at once, like ``NonRetryableTaskError``; the
+            first Retry rule states them, so they hold against any later rule. Default ``()``.
+    """
 
-    name: str  # PascalCase letters/digits, at most 40
+    name: str
     function: lambda_.IFunction
     description: str = ""
-    transient: RetrySettings | None = None  # None: the workflow's retries.transient
-    retryable: RetrySettings | None = None  # None: the workflow's retries.retryable
-    ambiguous: RetrySettings | None = None  # None: the workflow's retries.ambiguous (timeouts, crashes)
+    transient: RetrySettings | None = None
+    retryable: RetrySettings | None = None
+    ambiguous: RetrySettings | None = None
     retry_on: Sequence[str] = ()
     never_retry: Sequence[str] = ()
 
@@ -58,7 +71,7 @@ def workflow_tasks(tasks: Sequence[FanOutTask], retries: WorkflowRetries, prop: 
             if value is not None:
                 value._check(f"{where}.{kind}")
                 if kind == "ambiguous":
-                    value.check_ambiguous(f"{where}.ambiguous")
+                    value._check_ambiguous(f"{where}.ambiguous")
         retry_on, never_retry = check_error_names(task.retry_on, task.never_retry, where)
         result.append(
             WorkflowTask(

@@ -76,16 +76,17 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: ResourceSettings,
+        props: Mapping[str, Any],
         retries: WorkflowRetries,
         dead_letter_queue_id: str,
-        existing_dead_letter_queue: sqs.IQueue | None,
-        dead_letter_queue_props: Mapping[str, Any] | None,
-        existing_status_table: dynamodb.ITable | None,
-        status_table_props: Mapping[str, Any] | None,
     ) -> None:
+        """``props``: the workflow's ``WorkflowProps``, resolved (``fanout_kit.shared.props``)."""
         super().__init__(scope, construct_id)
         pin_feature_flags(self)  # before any child: the same resources whatever the app's flags
+        self._props = props
+        settings = props["settings"]
+        existing_dead_letter_queue, dead_letter_queue_props = props["existing_dead_letter_queue"], props["dead_letter_queue_props"]
+        existing_status_table, status_table_props = props["existing_status_table"], props["status_table_props"]
         one_of(existing_dead_letter_queue, dead_letter_queue_props, "existing_dead_letter_queue", "dead_letter_queue_props")
         one_of(existing_status_table, status_table_props, "existing_status_table", "status_table_props")
         if status_table_props and {"partition_key", "sort_key"} & set(status_table_props):
@@ -105,7 +106,8 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         self.update_final_status: lambda_.Function = store.update_final_status
         self.states_scope = Construct(self, "States")  # own scope: state names may equal construct ids
 
-    def _attach_runtime_layer(self, attach: bool, functions: list[lambda_.IFunction]) -> None:
+    def _attach_runtime_layer(self, functions: list[lambda_.IFunction]) -> None:
+        attach = self._props["runtime_layer"]
         check_type("runtime_layer", attach, bool)
         if attach:
             for fn in functions:
@@ -118,13 +120,11 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         *,
         comment: str,
         execution_timeout_minutes: int,
-        include_execution_data: bool,
-        log_group_name: str | None,
-        alarms: AlarmThresholds | None,
-        existing_alarm_topic: sns.ITopic | None,
     ) -> None:
         """``functions``: every function the state machine invokes, by name (its invoke grants and
         its alarms)."""
+        alarms, existing_alarm_topic = self._props["alarms"], self._props["existing_alarm_topic"]
+        include_execution_data, log_group_name = self._props["include_execution_data"], self._props["log_group_name"]
         whole_number(execution_timeout_minutes, "execution_timeout_minutes", 1, 525_600, "a Standard execution runs at most a year")
         check_type("alarms", alarms, AlarmThresholds, none_means="no alarms")
         if alarms is None and existing_alarm_topic is not None:

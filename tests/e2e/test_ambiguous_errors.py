@@ -140,4 +140,4 @@ def test_the_construct_props_check_ambiguous_too():
     assert WorkflowRetries().ambiguous.max_attempts == 0
     with pytest.raises(ConfigError, match=r"^retries\.ambiguous\.maxAttempts: at most 3"):
         WorkflowRetries(ambiguous=RetrySettings(1, 5, 2.0, 10))
-    assert json.dumps(RetrySettings(1, 3, 2.0, 10).to_asl(["Lambda.Unknown"]))  # 3 is allowed
+    assert json.dumps(RetrySettings(1, 3, 2.0, 10)._to_asl(["Lambda.Unknown"]))  # 3 is allowed

@@ -14,6 +14,8 @@ All of them count in the CompletionLedger table; the winner of a batch's decisio
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -36,6 +38,7 @@ from fanout_kit.shared.layer import attach_runtime_layer
 from fanout_kit.patterns.completion_ledger.table import LedgerTable
 from fanout_kit.shared.nag import acknowledge_ledger_queue, acknowledge_processing_invoke
 from fanout_kit.shared.outputs import LEDGER_OUTPUTS
+from fanout_kit.shared.props import SharedProps, resolve_props
 from fanout_kit.shared.read_only import ReadOnlyAttributes
 from fanout_kit.shared.settings import AlarmThresholds, LedgerSettings, ResourceSettings, check_type
 from fanout_kit.shared.storage import secure_queue
@@ -55,11 +58,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
     Read-only attributes: ``table`` (the ledger), ``status_table``, ``update_final_status``,
     ``child_queue``/``child_dead_letter_queue``/``sqs_consumer``/``dlq_recorder`` (SQS intake),
     ``stream``/``kinesis_failure_queue``/``kinesis_consumer``/``kinesis_failure_recorder``
-    (Kinesis intake; None without it), ``sweeper``, ``alarm_topic``, ``dlq_alarms``.
-
-    ``processing_function``: your function, invoked synchronously by the consumers for each
-    child's work with ``{"batchId", "childId", "payload", "attempt"}`` (an error retries the
-    message); None runs the kit's example work (for trying the kit: ``payload.simulateFailure``)."""
+    (Kinesis intake; None without it), ``sweeper``, ``alarm_topic``, ``dlq_alarms``."""
 
     def __init__(
         self,
@@ -70,13 +69,35 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         ledger: LedgerSettings = LedgerSettings(),
         sqs_intake: bool = True,
         kinesis_intake: bool = True,
-        alarms: AlarmThresholds = AlarmThresholds(),
-        existing_alarm_topic: sns.ITopic | None = None,
-        settings: ResourceSettings = ResourceSettings(),
-        runtime_layer: bool = True,
+        **props: Unpack[SharedProps],
     ) -> None:
-        """``runtime_layer``: attach the kit's runtime layer (``fanout_runtime``: error classes,
-        event definitions) to ``processing_function`` (if created in this app)."""
+        """Create the ledger, its intakes and everything they need.
+
+        Args:
+            scope: The construct's parent (a stack or a construct in one).
+            construct_id: The construct's id.
+            processing_function: Your function, invoked synchronously by the consumers for each
+                child's work with ``{"batchId", "childId", "payload", "attempt"}`` (an error
+                retries the message). Default ``None``: the kit's example work (for trying the
+                kit: ``payload.simulateFailure``).
+            ledger: How the ledger counts children and when it gives up on a batch: consumer
+                concurrency, failure threshold, deadline, batch sizes, counter shards. Default
+                ``LedgerSettings()``.
+            sqs_intake: Children arrive on an SQS queue (output ``ChildQueueUrl``). Default
+                ``True``.
+            kinesis_intake: Children arrive on a Kinesis stream (output ``ChildStreamArn``; a
+                provisioned stream bills by the shard-hour). Default ``True``. At least one intake
+                must be on.
+            **props: The props every construct shares (``SharedProps``: alarms, alarm topic,
+                settings, runtime layer), each optional; ``alarms`` may not be ``None`` here.
+
+        Raises:
+            ConfigError: A prop is wrong; the message names it and the fix.
+        """
+        props = resolve_props(SharedProps, props, "CompletionLedger",
+                              own=("processing_function", "ledger", "sqs_intake", "kinesis_intake"))
+        alarms, existing_alarm_topic = props["alarms"], props["existing_alarm_topic"]
+        settings, runtime_layer = props["settings"], props["runtime_layer"]
         super().__init__(scope, construct_id)
         pin_feature_flags(self)  # before any child: the same resources whatever the app's flags
         if processing_function is not None and not all(hasattr(processing_function, a) for a in ("function_name", "grant_invoke")):

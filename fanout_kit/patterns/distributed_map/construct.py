@@ -6,15 +6,11 @@ threshold). The batch data bucket holds the manifests and the map runs' results.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 from aws_cdk import Fn, Stack, Token
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from fanout_kit.patterns.distributed_map.manifest import MANIFEST_PREFIX, MAX_MANIFEST_BYTES, MAX_MANIFEST_ITEMS
@@ -25,12 +21,11 @@ from fanout_kit.shared.nag import acknowledge_map_workflow
 from fanout_kit.shared.tasks import FanOutTask, workflow_tasks
 from fanout_kit.shared.settings import (
     MAP_RETRIES,
-    AlarmThresholds,
     MapSettings,
-    ResourceSettings,
     WorkflowRetries,
     check_type,
 )
+from fanout_kit.shared.props import WorkflowProps, resolve_props
 from fanout_kit.shared.workflow import FanOutWorkflow
 from fanout_kit.shared.limits import MAP_INPUT_MAX_BYTES
 from fanout_kit.shared.checks import ConfigError
@@ -106,35 +101,46 @@ class DistributedMapFanOut(FanOutWorkflow):
         map: MapSettings = MapSettings(),  # noqa: A002  (the prop is named after what it configures)
         retries: WorkflowRetries = MAP_RETRIES,
         existing_data_bucket: s3.IBucket | None = None,
-        existing_dead_letter_queue: sqs.IQueue | None = None,
-        dead_letter_queue_props: Mapping[str, Any] | None = None,
-        existing_status_table: dynamodb.ITable | None = None,
-        status_table_props: Mapping[str, Any] | None = None,
         execution_timeout_minutes: int = 120,
-        alarms: AlarmThresholds | None = AlarmThresholds(),
-        existing_alarm_topic: sns.ITopic | None = None,
-        include_execution_data: bool = False,
-        log_group_name: str | None = None,
-        settings: ResourceSettings = ResourceSettings(),
-        runtime_layer: bool = True,
+        **props: Unpack[WorkflowProps],
     ) -> None:
-        """``runtime_layer``: attach the kit's runtime layer (``fanout_runtime``: error classes,
-        event definitions) to the worker's function (if created in this app)."""
+        """Create the workflow and everything it needs.
+
+        Args:
+            scope: The construct's parent (a stack or a construct in one).
+            construct_id: The construct's id.
+            worker: Your function that processes the items, with its name and its own Retry
+                policy (``FanOutTask``); it gets ``{"batchId", "items", "attempt",
+                "executionArn"}``. Required.
+            map: How the Distributed Map runs and checks the items: concurrency, items per
+                child, child execution type, item size, failure threshold. Default
+                ``MapSettings()``.
+            retries: The workflow's Retry rules. Default ``MAP_RETRIES`` (transient 1, retryable
+                2, DLQ send 3 attempts: an EXPRESS child fits 5 minutes with a 20 s worker, 244 s).
+            existing_data_bucket: A versioned S3 bucket for the manifests and the Map's result
+                files. Default: a new bucket, versioned, SSE, TLS only, access logs, lifecycle per
+                ``map.results_retention_days``.
+            execution_timeout_minutes: The execution's timeout (1 to 525,600). Default ``120``.
+            **props: The props the workflows share (``WorkflowProps``: dead-letter queue, status
+                table, alarms, logging, settings, runtime layer), each optional.
+
+        Raises:
+            ConfigError: A prop is wrong; the message names it and the fix.
+        """
+        props = resolve_props(WorkflowProps, props, "DistributedMapFanOut",
+                              own=("worker", "map", "retries", "existing_data_bucket", "execution_timeout_minutes"))
+        settings = props["settings"]
         super().__init__(
             scope,
             construct_id,
-            settings=settings,
+            props=props,
             retries=retries,
             dead_letter_queue_id="ItemDeadLetterQueue",
-            existing_dead_letter_queue=existing_dead_letter_queue,
-            dead_letter_queue_props=dead_letter_queue_props,
-            existing_status_table=existing_status_table,
-            status_table_props=status_table_props,
         )
         check_type("map", map, MapSettings)
         _check_versioned(existing_data_bucket)
         (child,) = workflow_tasks([worker], retries, prop="worker")
-        self._attach_runtime_layer(runtime_layer, [child.function])
+        self._attach_runtime_layer([child.function])
         self.data_bucket: s3.IBucket = existing_data_bucket or BatchDataBucket(
             self, "BatchData", settings=settings, retention_days=map.results_retention_days
         ).bucket
@@ -255,10 +261,6 @@ class DistributedMapFanOut(FanOutWorkflow):
             },
             comment=f"Distributed Map fan-out ({settings.environment_name}); finalizes only if every item succeeded",
             execution_timeout_minutes=execution_timeout_minutes,
-            include_execution_data=include_execution_data,
-            log_group_name=log_group_name,
-            alarms=alarms,
-            existing_alarm_topic=existing_alarm_topic,
         )
         self.child_worst_case_seconds = self._check_express_budget()
         self.worst_case_state_bytes = self._check_payload_budget(

@@ -7,16 +7,14 @@ SUCCEEDED record once, only when every task succeeded (fanout_kit/patterns/paral
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Unpack
 
-from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from fanout_kit.shared.functions import KitFunction
-from fanout_kit.shared.settings import AlarmThresholds, ResourceSettings, WorkflowRetries
+from fanout_kit.shared.props import WorkflowProps, resolve_props
+from fanout_kit.shared.settings import WorkflowRetries
 from fanout_kit.shared.workflow import FanOutWorkflow
 from fanout_kit.shared.limits import PARALLEL_INPUT_MAX_BYTES
 from fanout_kit.patterns.parallel.definition import build_parallel_workflow
@@ -39,33 +37,37 @@ class ParallelFanOut(FanOutWorkflow):
         *,
         tasks: Sequence[FanOutTask],
         retries: WorkflowRetries = WorkflowRetries(),
-        existing_dead_letter_queue: sqs.IQueue | None = None,
-        dead_letter_queue_props: Mapping[str, Any] | None = None,
-        existing_status_table: dynamodb.ITable | None = None,
-        status_table_props: Mapping[str, Any] | None = None,
         execution_timeout_minutes: int = 60,
-        alarms: AlarmThresholds | None = AlarmThresholds(),
-        existing_alarm_topic: sns.ITopic | None = None,
-        include_execution_data: bool = False,
-        log_group_name: str | None = None,
-        settings: ResourceSettings = ResourceSettings(),
-        runtime_layer: bool = True,
+        **props: Unpack[WorkflowProps],
     ) -> None:
-        """``runtime_layer``: attach the kit's runtime layer (``fanout_runtime``: error classes,
-        event definitions) to the tasks' functions (those created in this app)."""
+        """Create the workflow and everything it needs.
+
+        Args:
+            scope: The construct's parent (a stack or a construct in one).
+            construct_id: The construct's id.
+            tasks: The child tasks, at least one, each your Lambda function with its name and its
+                own Retry policy (``FanOutTask``). Required.
+            retries: The workflow's Retry rules: every task's defaults (``transient``,
+                ``retryable``, ``ambiguous``) and the DLQ send and status writes. Default
+                ``WorkflowRetries()``.
+            execution_timeout_minutes: The execution's timeout (1 to 525,600). Default ``60``.
+            **props: The props the workflows share (``WorkflowProps``: dead-letter queue, status
+                table, alarms, logging, settings, runtime layer), each optional.
+
+        Raises:
+            ConfigError: A prop is wrong; the message names it and the fix.
+        """
+        props = resolve_props(WorkflowProps, props, "ParallelFanOut", own=("tasks", "retries", "execution_timeout_minutes"))
+        settings = props["settings"]
         super().__init__(
             scope,
             construct_id,
-            settings=settings,
+            props=props,
             retries=retries,
             dead_letter_queue_id="TaskDeadLetterQueue",
-            existing_dead_letter_queue=existing_dead_letter_queue,
-            dead_letter_queue_props=dead_letter_queue_props,
-            existing_status_table=existing_status_table,
-            status_table_props=status_table_props,
         )
         children = workflow_tasks(tasks, retries)
-        self._attach_runtime_layer(runtime_layer, [t.function for t in children])
+        self._attach_runtime_layer([t.function for t in children])
         self.validate_input = KitFunction(
             self,
             "ValidateInput",
@@ -96,10 +98,6 @@ class ParallelFanOut(FanOutWorkflow):
             comment=f"Parallel fan-out of {len(children)} tasks ({settings.environment_name}); "
             "finalizes only if all succeed",
             execution_timeout_minutes=execution_timeout_minutes,
-            include_execution_data=include_execution_data,
-            log_group_name=log_group_name,
-            alarms=alarms,
-            existing_alarm_topic=existing_alarm_topic,
         )
         self.worst_case_state_bytes = self._check_payload_budget(
             PARALLEL_INPUT_MAX_BYTES,
