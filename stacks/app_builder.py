@@ -9,6 +9,7 @@ from typing import Any
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
+
 from stacks.completion_ledger_stack import CompletionLedgerStack
 from stacks.config import EnvironmentConfig, load_environment, read_cdk_context, stack_names
 from stacks.map_workflow_stack import MapWorkflowStack

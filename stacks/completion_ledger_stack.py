@@ -14,6 +14,7 @@ from constructs import Construct
 
 from fanout_kit.patterns.completion_ledger.construct import CompletionLedger
 from fanout_kit.shared.settings import LedgerSettings
+from stacks.alarm_receivers import acknowledge_unsubscribed_alarms
 from stacks.config import EnvironmentConfig
 
 
@@ -31,6 +32,8 @@ class CompletionLedgerStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         # "Default": logical ids stay those of the stack before the construct existed.
         self.ledger = CompletionLedger(
-            self, "Default", ledger=ledger or cfg.ledger, alarms=cfg.alarms, settings=cfg.resources
+            self, "Default", ledger=ledger or cfg.ledger, alarms=cfg.alarms,
+            alarm_email_addresses=cfg.alarm_email_addresses, settings=cfg.resources,
         )
         self.ledger.add_outputs()
+        acknowledge_unsubscribed_alarms(self, cfg)

@@ -9,6 +9,7 @@ from constructs import Construct
 from fanout_kit.patterns.distributed_map.construct import DistributedMapFanOut
 from fanout_kit.shared.tasks import FanOutTask
 from stacks.app_functions import app_function
+from stacks.alarm_receivers import acknowledge_unsubscribed_alarms
 from stacks.config import ConfigError, EnvironmentConfig, log_group_name
 from fanout_kit.patterns.distributed_map.express_budget import ExpressBudgetError
 
@@ -36,6 +37,7 @@ class MapWorkflowStack(Stack):
                 retries=cfg.map_retries,
                 execution_timeout_minutes=cfg.execution_timeout_minutes,
                 alarms=cfg.alarms,
+                alarm_email_addresses=cfg.alarm_email_addresses,
                 include_execution_data=cfg.include_execution_data,
                 log_group_name=log_group_name(cfg, "map"),
                 settings=cfg.resources,
@@ -47,3 +49,4 @@ class MapWorkflowStack(Stack):
                 f".maxAttempts / maxDelaySeconds, or set {where}.childExecutionType to STANDARD"
             ) from None
         self.fanout.add_outputs()
+        acknowledge_unsubscribed_alarms(self, cfg)

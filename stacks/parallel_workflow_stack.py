@@ -8,6 +8,7 @@ from constructs import Construct
 from fanout_kit.patterns.parallel.construct import ParallelFanOut
 from fanout_kit.shared.tasks import FanOutTask
 from stacks.app_functions import app_function
+from stacks.alarm_receivers import acknowledge_unsubscribed_alarms
 from stacks.config import EnvironmentConfig, log_group_name
 
 
@@ -40,8 +41,10 @@ class ParallelWorkflowStack(Stack):
             retries=cfg.retries,
             execution_timeout_minutes=cfg.execution_timeout_minutes,
             alarms=cfg.alarms,
+            alarm_email_addresses=cfg.alarm_email_addresses,
             include_execution_data=cfg.include_execution_data,
             log_group_name=log_group_name(cfg, "parallel"),
             settings=cfg.resources,
         )
         self.fanout.add_outputs()
+        acknowledge_unsubscribed_alarms(self, cfg)

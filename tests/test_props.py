@@ -81,7 +81,7 @@ def test_a_misspelt_shared_prop_is_refused_naming_it_and_the_props():
     with pytest.raises(ConfigError, match=r"ParallelFanOut: no prop alarm; its props are tasks, .*alarms"):
         resolve_props(WorkflowProps, {"alarm": None}, "ParallelFanOut", own=("tasks",))
     assert resolve_props(SharedProps, {"runtime_layer": False}, "X") == {
-        "alarms": fanout_kit.AlarmThresholds(), "existing_alarm_topic": None,
+        "alarms": fanout_kit.AlarmThresholds(), "existing_alarm_topic": None, "alarm_email_addresses": (),
         "settings": fanout_kit.ResourceSettings(), "runtime_layer": False}
 
 

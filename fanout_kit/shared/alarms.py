@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from collections.abc import Sequence
+
+from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from fanout_kit.shared.settings import AlarmThresholds, ResourceSettings
+from fanout_kit.shared.settings import EMAIL, AlarmThresholds, ResourceSettings
 from fanout_kit.shared.functions import removal_policy
+from fanout_kit.shared.checks import ConfigError
+
+NO_RECEIVER_WARNING = "fanout-kit:alarmsReachNoOne"
 
 
 # Services that publish to the kit's alarm topics. CloudWatch publishes alarm notifications as
@@ -73,6 +79,30 @@ def alarm_topic(scope: Construct, construct_id: str, *, settings: ResourceSettin
         )
     )
     return topic
+
+
+def checked_email_addresses(addresses: Sequence[str]) -> tuple[str, ...]:
+    """The ``alarm_email_addresses`` prop, checked: a sequence of e-mail addresses."""
+    if isinstance(addresses, str) or not isinstance(addresses, Sequence):
+        raise ConfigError(f"alarm_email_addresses: must be a list of e-mail addresses, got {addresses!r}")
+    for address in addresses:
+        if not isinstance(address, str) or not EMAIL.match(address):
+            raise ConfigError(f"alarm_email_addresses: {address!r} is not an e-mail address")
+    return tuple(addresses)
+
+
+def subscribe_receivers(scope: Construct, topic: sns.ITopic, addresses: Sequence[str], *, existing_topic: bool) -> None:
+    """An e-mail subscription per address (each confirmed from the message SNS sends to it); a
+    new topic nobody subscribes to gets a synth warning naming the two props that fix it. An
+    existing topic is taken as subscribed: whoever owns it routes the alarms."""
+    for address in checked_email_addresses(addresses):
+        topic.add_subscription(subscriptions.EmailSubscription(address))
+    if not addresses and not existing_topic:
+        Annotations.of(scope).add_warning_v2(
+            NO_RECEIVER_WARNING,
+            "the alarms notify a new SNS topic nobody subscribes to: pass alarm_email_addresses=[...] "
+            "or existing_alarm_topic, or subscribe to the AlarmTopicArn output",
+        )
 
 
 class WorkflowAlarms(Construct):

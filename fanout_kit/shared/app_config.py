@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fanout_kit.shared.settings import (
+    EMAIL,
     LOG_RETENTION_DAYS,
     TASK_NAME,
     VENDED_LOGS_PREFIX,
@@ -122,6 +123,9 @@ class EnvironmentConfig:
     transient_retry: RetrySettings  # every task's default (Lambda service errors)
     retryable_retry: RetrySettings  # every task's default (RetryableTaskError)
     ambiguous_retry: RetrySettings  # every task's default (timeouts, out of memory, crashes)
+    # optional keys: alarmEmailAddresses (subscribed to the alarm topics), accountConcurrencyLimit
+    alarm_email_addresses: tuple[str, ...] = ()
+    account_concurrency_limit: int | None = None
 
     @property
     def task_names(self) -> list[str]:
@@ -140,6 +144,7 @@ class EnvironmentConfig:
             log_retention_days=self.log_retention_days,
             powertools_layer_version=self.powertools_layer_version,
             function_timeout_seconds=self.task_timeout_seconds,
+            account_concurrency_limit=self.account_concurrency_limit,
         )
 
     @property
@@ -330,7 +335,17 @@ def load_environment(context: Mapping[str, Any], name: str | None) -> Environmen
             f"use one of {list(LOG_RETENTION_DAYS)}"
         )
 
+    emails = env.get("alarmEmailAddresses", [])
+    if not isinstance(emails, list) or not all(isinstance(e, str) and EMAIL.match(e) for e in emails):
+        raise ConfigError(f"{where}.alarmEmailAddresses: must be a list of e-mail addresses, got {emails!r}")
+    limit = env.get("accountConcurrencyLimit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"{where}.accountConcurrencyLimit: must be null or the account's Lambda concurrency quota, "
+                          f"got {limit!r}")
+
     return EnvironmentConfig(
+        alarm_email_addresses=tuple(emails),
+        account_concurrency_limit=limit,
         name=name,
         stack_prefix=prefix,
         account=account,

@@ -11,7 +11,7 @@ docstrings (tools/props_tables.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from fanout_kit.shared.checks import ConfigError
@@ -32,7 +32,10 @@ class SharedProps(TypedDict, total=False):
             no topic (the workflows only). Default ``AlarmThresholds()``: each alarm at 1 per 5
             minutes.
         existing_alarm_topic: An SNS topic the alarms notify. Default: a new topic with its own
-            KMS key (output ``AlarmTopicArn``; subscribe to it).
+            KMS key (output ``AlarmTopicArn``).
+        alarm_email_addresses: E-mail addresses subscribed to the alarm topic (each confirms
+            from the message SNS sends). With neither these nor ``existing_alarm_topic``, the
+            synth warns that the alarms reach no one. Default ``()``.
         settings: What every resource the construct creates shares: the environment's name,
             retention and deletion protection, log retention, the Powertools layer version, the
             kit's function timeout. Default ``ResourceSettings()``.
@@ -42,6 +45,7 @@ class SharedProps(TypedDict, total=False):
 
     alarms: AlarmThresholds | None
     existing_alarm_topic: sns.ITopic | None
+    alarm_email_addresses: Sequence[str]
     settings: ResourceSettings
     runtime_layer: bool
 
@@ -80,6 +84,7 @@ class WorkflowProps(SharedProps, total=False):
 DEFAULTS: dict[str, Any] = {
     "alarms": AlarmThresholds(),
     "existing_alarm_topic": None,
+    "alarm_email_addresses": (),
     "settings": ResourceSettings(),
     "runtime_layer": True,
     "existing_dead_letter_queue": None,

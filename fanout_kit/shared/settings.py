@@ -15,10 +15,15 @@ from fanout_kit.shared.limits import MAX_COUNTER_SHARDS
 from fanout_kit.shared.checks import ConfigError, whole_number
 from fanout_kit.shared.retry_policy import RetrySettings
 
+# Lambda keeps this many concurrent executions of an account unreserved: "You can reserve
+# concurrency for as many functions as you like, as long as you leave at least 100 simultaneous
+# executions unreserved" (PutFunctionConcurrency, AWS Lambda API Reference).
+UNRESERVED_MINIMUM = 100
 DEFAULT_POWERTOOLS_LAYER_VERSION = 27  # AWSLambdaPowertoolsPythonV3-python313-x86_64:27
 # Step Functions delivers logs as a vended log source; AWS advises this prefix for its log groups.
 VENDED_LOGS_PREFIX = "/aws/vendedlogs/states/"
 TASK_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")  # a task's name: part of state names, a key of the input
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")  # an alarm_email_addresses entry
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 # CloudWatch Logs accepts only these retention periods (days -> CDK's logs.RetentionDays member).
 LOG_RETENTION = {
@@ -60,6 +65,11 @@ class ResourceSettings:
             (AWSLambdaPowertoolsPythonV3-python313-x86_64) the kit's functions use. Default ``27``.
         function_timeout_seconds: The timeout of the kit's own functions that have none of their
             own (1 to 900). Default ``30``.
+        account_concurrency_limit: The target account's Lambda concurrent executions quota in
+            the Region (Service Quotas L-B99A9384; ``aws lambda get-account-settings``). When set,
+            a reserved concurrency the construct knows of (``map.worker_reserved_concurrency``)
+            must leave 100 of it unreserved, as Lambda requires (PutFunctionConcurrency), or the
+            synth refuses it instead of the deploy failing. Default ``None``: not checked.
     """
 
     environment_name: str = "default"
@@ -67,6 +77,7 @@ class ResourceSettings:
     log_retention_days: int = 30
     powertools_layer_version: int = DEFAULT_POWERTOOLS_LAYER_VERSION
     function_timeout_seconds: int = 30
+    account_concurrency_limit: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.environment_name, str) or not ENVIRONMENT_NAME.match(self.environment_name):
@@ -88,6 +99,21 @@ class ResourceSettings:
                 "function_timeout_seconds": (1, 900, "Lambda allows at most 900 s"),
             },
         )
+        if self.account_concurrency_limit is not None:
+            whole_number(self.account_concurrency_limit, "ResourceSettings.account_concurrency_limit", 1, None,
+                         "the account's Lambda concurrent executions quota, or None")
+
+    def check_reserved_concurrency(self, reserved: int | None, prop: str) -> None:
+        """A reserved concurrency Lambda would refuse in this account (it keeps at least 100
+        concurrent executions unreserved: PutFunctionConcurrency, AWS Lambda API Reference) is a
+        ConfigError naming ``prop``."""
+        limit = self.account_concurrency_limit
+        if reserved is not None and limit is not None and reserved > limit - UNRESERVED_MINIMUM:
+            raise ConfigError(
+                f"{prop}: {reserved} leaves fewer than {UNRESERVED_MINIMUM} of the account's {limit} concurrent "
+                f"executions unreserved, which Lambda refuses at deploy: lower it to at most "
+                f"{max(limit - UNRESERVED_MINIMUM, 0)} or raise the quota (settings.account_concurrency_limit)"
+            )
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from fanout_kit.shared.settings import (
     check_type,
 )
 from fanout_kit.shared.storage import checked_overrides
-from fanout_kit.shared.alarms import WorkflowAlarms
+from fanout_kit.shared.alarms import WorkflowAlarms, subscribe_receivers
 from fanout_kit.shared.state_machine import WorkflowStateMachine
 from fanout_kit.shared.checks import ConfigError, whole_number
 from fanout_kit.shared.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
@@ -176,6 +176,10 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
                 functions={**functions, "RecordExecutionFailure": self.failure_guard.function},
             )
             self.alarm_topic = self.alarms.topic
+            subscribe_receivers(self, self.alarm_topic, self._props["alarm_email_addresses"],
+                                existing_topic=existing_alarm_topic is not None)
+        elif self._props["alarm_email_addresses"]:
+            raise ConfigError("alarm_email_addresses: alarms are off (alarms=None); pass AlarmThresholds() to turn them on")
         record_workflow(self, self.workflow, self._output_values())  # for the local engine (any app)
 
     def _output_values(self) -> dict[str, str]:

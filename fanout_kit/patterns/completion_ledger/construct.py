@@ -43,7 +43,7 @@ from fanout_kit.shared.read_only import ReadOnlyAttributes
 from fanout_kit.shared.settings import AlarmThresholds, LedgerSettings, ResourceSettings, check_type
 from fanout_kit.shared.storage import secure_queue
 from fanout_kit.shared.workflow import emit_outputs
-from fanout_kit.shared.alarms import alarm_topic
+from fanout_kit.shared.alarms import alarm_topic, subscribe_receivers
 from fanout_kit.shared.checks import ConfigError
 
 DLQ_AGE_ALARM_SECONDS = 15 * 60  # a message nobody could record for 15 minutes
@@ -170,7 +170,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             schedule=events.Schedule.rate(Duration.minutes(ledger.sweep_interval_minutes)),
             targets=[targets.LambdaFunction(self.sweeper, retry_attempts=2)],
         )
-        self._add_alarms(alarms, existing_alarm_topic)
+        self._add_alarms(alarms, existing_alarm_topic, props["alarm_email_addresses"])
         record_workflow(self, "ledger", self._output_values())  # for the local engine (any app)
         self._seal()
 
@@ -262,7 +262,8 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             )
         )
 
-    def _add_alarms(self, alarms: AlarmThresholds, existing_topic: sns.ITopic | None) -> None:
+    def _add_alarms(self, alarms: AlarmThresholds, existing_topic: sns.ITopic | None,
+                    email_addresses: tuple[str, ...]) -> None:
         env_name = self.settings.environment_name
         period = Duration.minutes(alarms.period_minutes)
         self.failed_batches_alarm = cloudwatch.Metric(
@@ -312,6 +313,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         )
         for alarm in (self.failed_batches_alarm, *self.dlq_alarms.values()):
             alarm.add_alarm_action(actions.SnsAction(self.alarm_topic))
+        subscribe_receivers(self, self.alarm_topic, email_addresses, existing_topic=existing_topic is not None)
 
     def _output_values(self) -> dict[str, str]:
         """The outputs' values, by name: what ``add_outputs()`` emits and the discovery metadata

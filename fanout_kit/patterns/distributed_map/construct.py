@@ -138,6 +138,7 @@ class DistributedMapFanOut(FanOutWorkflow):
             dead_letter_queue_id="ItemDeadLetterQueue",
         )
         check_type("map", map, MapSettings)
+        settings.check_reserved_concurrency(map.worker_reserved_concurrency, "map.worker_reserved_concurrency")
         _check_versioned(existing_data_bucket)
         (child,) = workflow_tasks([worker], retries, prop="worker")
         self._attach_runtime_layer([child.function])
