@@ -134,17 +134,12 @@ class FanoutApp:
         outcome: ``ledger_status``, ``status_record``, ``update_final_status_invocations``,
         ``processing_invocations``, ... ``visibility_timeout``: the queues' (seconds; 1 by default
         for a fast redelivery of failed children)."""
-        import io
-
-        from rich.console import Console
-
-        from fanout_kit.cli.run_ledger import run_ledger_batch
+        from fanout_kit.local.ledger_run import run_ledger_batch
 
         app, _found = self.load("ledger", stack)
         return run_ledger_batch(app, children=children, fail=list(fail), concurrency=concurrency,
                                duplicate=duplicate, source=source, batch_id=batch_id,
-                               visibility_timeout=visibility_timeout,
-                               console=Console(file=io.StringIO(), width=120))
+                               visibility_timeout=visibility_timeout)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

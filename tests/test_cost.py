@@ -261,11 +261,11 @@ def test_a_local_ledger_run_prints_its_measured_cost(dev_app):
 
     from rich.console import Console
 
-    from fanout_kit.cli.run_ledger import run_ledger_batch
+    from fanout_kit.cli.run_ledger import run_and_print
 
     out = io.StringIO()
-    facts = run_ledger_batch(dev_app, children=6, fail=[], concurrency=2, duplicate=False,
-                            console=Console(file=out, width=400), batch_id="cost-ledger")
+    facts = run_and_print(dev_app, Console(file=out, width=400), children=6, fail=[], concurrency=2, duplicate=False,
+                          batch_id="cost-ledger")
     cost = facts["measured_cost"]
     assert facts["ledger_status"] == "COMPLETED"
     assert cost["counts"]["transitions"] == 0  # no Step Functions on the ledger path

@@ -8,6 +8,7 @@ import another) < fanout_kit (the package's own modules: the lazy exports) < fan
 fanout_kit.ops (the local engine; the operations on a deployed stack) < fanout_kit.cli and
 fanout_kit.pytest_plugin (the command line; the tests' fixture). Nothing of the kit imports this
 repository's app (stacks/, app.py, lambdas/), and the app imports only the kit's constructs layers.
+The ops and the local engine return results and print nothing: the command line prints.
 """
 
 from __future__ import annotations
@@ -198,3 +199,62 @@ print(len(by_file))
     duplicates, count = out.stdout.strip().splitlines()
     assert int(count) > 60
     assert duplicates == "[]"
+
+
+# (module, function) of fanout_kit.local and fanout_kit.ops that may write to the terminal
+TERMINAL_WRITERS = {
+    # a producer script of its own (python -m fanout_kit.local.ledger_producer, in
+    # docs/patterns/completion-ledger.md): prints what it registered and sent
+    ("fanout_kit.local.ledger_producer", "main"),
+    # the sandbox's subprocess: flushes the handler's stdout/stderr (the invocation's log) before answering
+    ("fanout_kit.local.sandbox_runner", "main"),
+}
+
+
+def terminal_writes(source: str) -> list[tuple[str, int, str]]:
+    """(enclosing top-level function or "", line, what) for each print() call, each call of a
+    ``.print`` method (a console passed in), each use of sys.stdout / sys.stderr and each import of
+    rich (a console) in ``source``."""
+    found: list[tuple[str, int, str]] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            found.append((function, node.lineno, "print()"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "print":
+            found.append((function, node.lineno, ".print() (a console's)"))
+        elif (isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr")
+              and isinstance(node.value, ast.Name) and node.value.id == "sys"):
+            found.append((function, node.lineno, f"sys.{node.attr}"))
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and {
+                a.name for a in node.names} & {"stdout", "stderr"}:
+            found.append((function, node.lineno, "from sys import stdout/stderr"))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                name == "rich" or name.startswith("rich.")
+                for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])):
+            found.append((function, node.lineno, "import rich"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, child.name if not function and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                           ast.ClassDef)) else function)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_the_ops_and_the_local_engine_print_nothing():
+    """fanout_kit.ops returns results (or raises CliError), fanout_kit.local returns its outcomes:
+    neither prints, writes to sys.stdout / sys.stderr or opens a rich console; fanout_kit.cli prints."""
+    wrong = sorted(
+        f"{module}:{line} {what}" + (f" (in {function})" if function else "")
+        for module, path in source_modules().items()
+        if layer(module) in ("fanout_kit.ops", "fanout_kit.local")
+        for function, line, what in terminal_writes(path.read_text())
+        if (module, function) not in TERMINAL_WRITERS
+    )
+    assert wrong == []
+
+
+def test_the_print_check_sees_a_print():
+    source = "import sys\nfrom rich.console import Console\ndef f(out):\n    print(1)\n    sys.stdout.write('x')\n    out.print(2)\n"
+    assert [(f, w) for f, _, w in terminal_writes(source)] == [
+        ("", "import rich"), ("f", "print()"), ("f", "sys.stdout"), ("f", ".print() (a console's)")]
+    assert terminal_writes("def f(out):\n    out.write('x')\n") == []  # a stream passed in is the caller's

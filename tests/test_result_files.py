@@ -135,7 +135,7 @@ def test_forward_failed_items_memory_holds_an_entry_not_the_file(forward):
 
 
 def test_the_cli_map_redrive_reads_result_files_streamed():
-    from fanout_kit.ops.dlq import _result_items
+    from fanout_kit.ops.redrive import _result_items
 
     s3 = FakeS3({"results/run/FAILED_0.json": [entry(0), entry(1, "SUCCEEDED")], "results/run/PENDING_0.json": [entry(2, "PENDING")]}, 5)
     items = _result_items(s3, "b", "results/run/manifest.json")

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 import fanout_kit.local.template as template_module
 from fanout_kit.cli.main import main
@@ -111,10 +110,9 @@ def test_a_succeeded_map_batch_records_where_its_results_are(capsys, tmp_path):
 
 
 def test_a_local_ledger_batch_lists_its_children_from_their_marks(capsys, dev_app):
-    from fanout_kit.cli.run_ledger import run_ledger_batch
+    from fanout_kit.local.ledger_run import run_ledger_batch
 
-    facts = run_ledger_batch(dev_app, children=6, fail=[2], concurrency=2, duplicate=False,
-                            console=Console(file=io.StringIO(), width=200), batch_id="res-led-1")
+    facts = run_ledger_batch(dev_app, children=6, fail=[2], concurrency=2, duplicate=False, batch_id="res-led-1")
     assert facts["status_record"]["status"] == "FAILED"
     assert facts["status_record"]["resultsAt"].startswith("dynamodb://") and facts["saved"]
     code, out, err = results(capsys, "res-led-1", "--local", "--format", "json")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import io
 import json
 
 import pytest
@@ -166,15 +165,13 @@ def test_the_ledger_never_reruns_work_for_a_namespace_read_before_the_stack_set_
     """The issue's Python-API run: the kit's metrics were created before the engine set the stack's
     variables (no namespace) and metrics are on; each consumer invocation uses its function's own
     namespace, so no batch fails on the flush and no child is redelivered."""
-    from rich.console import Console
-
-    from fanout_kit.cli.run_ledger import run_ledger_batch
+    from fanout_kit.local.ledger_run import run_ledger_batch
     from fanout_kit.shared import observability
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.setattr(observability.ledger_metrics, "namespace", None)
     errors = []
-    facts = run_ledger_batch(dev_app, children=8, fail=[], concurrency=2, duplicate=False, console=Console(file=io.StringIO()),
+    facts = run_ledger_batch(dev_app, children=8, fail=[], concurrency=2, duplicate=False,
                             visibility_timeout=60,  # no redelivery of a slow batch on a loaded machine
                             on_engine=lambda engine: errors.extend(r.error_type for r in engine.router.invocations if r.error_type))
     assert facts["ledger_status"] == "COMPLETED"

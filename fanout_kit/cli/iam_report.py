@@ -10,7 +10,6 @@ grant is unexplained, else 0.
 from __future__ import annotations
 
 import copy
-import io
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -239,14 +238,11 @@ def _app_map_scenarios(engine: Any, example: dict[str, Any] | None) -> list[str]
 
 
 def _ledger_scenarios(app: Any, reports: list[Any], keep: Callable[[str], bool] | None = None) -> list[str]:
-    from rich.console import Console
-
-    from fanout_kit.cli import run_ledger
+    from fanout_kit.local.ledger_run import run_ledger_batch
 
     for batch_id, fail in (("iam-ledger-ok", []), ("iam-ledger-failed", [3])):
-        run_ledger.run_ledger_batch(
-            app, children=6, fail=fail, concurrency=2, duplicate=True,
-            console=Console(file=io.StringIO()), batch_id=batch_id,
+        run_ledger_batch(
+            app, children=6, fail=fail, concurrency=2, duplicate=True, batch_id=batch_id,
             on_engine=lambda engine: reports.append(engine.iam_report(keep)),
         )
     return ["ledger: six children over SQS, all succeed, duplicates delivered",

@@ -1,5 +1,7 @@
 """Argument parsing and dispatch of the ops subcommands (``fanout_kit.cli.main`` adds them): each
-subcommand's function prints on the console made here; a CliError (OpsError included) is one line."""
+subcommand's function (``fanout_kit.cli.start``, ``.watch``, ``.results``, ``.dlq``) calls the ops API
+(``fanout_kit.ops``, which returns results and prints nothing) and prints on the console made here;
+a CliError (OpsError included) is one line."""
 
 from __future__ import annotations
 
@@ -137,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with clear_errors(args.region, args.endpoint_url):
             if args.command == "start":
-                from fanout_kit.ops.start import cmd_start
+                from fanout_kit.cli.start import cmd_start
 
                 return cmd_start(args, out)
             if args.command == "results":
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 from fanout_kit.cli.watch import cmd_watch
 
                 return cmd_watch(args, out, once=args.command == "status")
-            from fanout_kit.ops.dlq import cmd_list, cmd_redrive
+            from fanout_kit.cli.dlq import cmd_list, cmd_redrive
 
             return cmd_list(args, out) if args.dlq_command == "list" else cmd_redrive(args, out)
     except CliError as exc:  # OpsError included

@@ -25,11 +25,10 @@ from fanout_kit.cli.faults import (
 )
 from fanout_kit.local.moto_lambda import InjectedFault
 from fanout_kit.local.history import ProgressTracker, state_transitions, task_attempts
-from fanout_kit.ops.dlq import describe
 from fanout_kit.ops.watch import batch_id_of, counts_line
 from fanout_kit.ops.results import parallel_outcomes, save_local_batch, summary_line
 from fanout_runtime.faults import AMBIGUOUS_MODES
-from fanout_kit.cli.views import PlainTaskLog, error_line, make_console, task_table
+from fanout_kit.cli.views import PlainTaskLog, describe, error_line, make_console, task_table
 
 
 # --dlq-send-failures makes the DLQ's SendMessage fail; only a task that ends dead-lettered sends.

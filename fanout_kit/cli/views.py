@@ -1,8 +1,10 @@
-"""Terminal views shared by the local demo and the ops CLI."""
+"""Terminal views shared by the local demo and the ops CLI: the task table, the console, a
+dead-letter message's lines (``describe``: ``fanout dlq list`` and ``fanout run`` show them alike)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +21,9 @@ from fanout_kit.local.history import (
     SUCCEEDED,
     ProgressTracker,
 )
+
+if TYPE_CHECKING:
+    from fanout_kit.ops.dlq import Message
 
 STYLE = {
     PENDING: "dim",
@@ -55,6 +60,26 @@ def task_counts(tracker: ProgressTracker) -> tuple[int, int, int]:
     done = sum(v.status in (SUCCEEDED, SKIPPED) for v in views)
     failed = sum(v.status in (DEAD_LETTERING, DEAD_LETTERED, FAILED) for v in views)
     return done, failed, len(tracker.tasks)
+
+
+def describe(message: Message) -> list[str]:
+    """A dead-letter message as lines: its batch, task and error, cause, input or items, execution."""
+    body = message.body
+    if body is None:
+        return [f"message {message.message_id}: not a workflow message: {message.raw[:200]!r}"]
+    head = f"batch={body.get('batchId')} task={body.get('task')} error={body.get('error')}"
+    lines = [head, f"  cause:     {cause_message(body.get('cause'))}"]
+    if "items" in body:
+        lines.append(f"  items:     {[i.get('index') for i in body['items'] if isinstance(i, dict)]}")
+    else:
+        lines.append(f"  input:     {json.dumps(body.get('input'), sort_keys=True)}")
+    lines.append(f"  execution: {body.get('executionArn')}")
+    if body.get("redriveOf"):
+        lines.append(f"  redrive of: {body['redriveOf']}")
+    if body.get("failedAt"):
+        lines.append(f"  failed at: {body['failedAt']}")
+    return lines
+
 
 
 def make_console(**kwargs: Any) -> Console:

@@ -1,4 +1,5 @@
-"""``fanout start``: start an execution of a deployed workflow from a JSON file (or stdin)."""
+"""``fanout start``: start an execution of a deployed workflow from a JSON file (or stdin); the
+execution name rules. No printing here: ``fanout_kit.cli.start`` prints what ``start_batch`` returns."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import json
 import re
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
 from fanout_kit.ops.inputs import label_of, read_input, validate
-from fanout_kit.ops.aws import Aws, OpsError, console_url, environment, find_deployment
+from fanout_kit.ops.aws import Aws, OpsError, environment, find_deployment
 
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -27,26 +28,37 @@ def check_name(name: str) -> str:
     return name
 
 
-def cmd_start(args: Any, out: Any) -> int:
-    cfg = environment(args.env)
-    label = label_of(args.input)
-    execution_input = read_input(args.input)
+@dataclass(frozen=True)
+class Started:
+    """An execution ``start_batch`` started."""
+
+    workflow: str
+    env_name: str
+    stack_name: str
+    region: str
+    batch_id: str  # as the workflow will see it (validated, defaulted)
+    execution_arn: str
+
+
+def start_batch(
+    input_path: str, *, env: str, workflow: str, name: str | None = None, region: str | None = None,
+    endpoint_url: str | None = None,
+) -> Started:
+    """Start an execution of the deployed ``workflow`` of ``env`` with the input in ``input_path``
+    (``-``: stdin), validated locally first; ``name``: the execution's (default: generated)."""
+    cfg = environment(env)
+    label = label_of(input_path)
+    execution_input = read_input(input_path)
     batch_id = execution_input.get("batchId") if isinstance(execution_input, dict) else None
     name = (
-        check_name(args.name)
-        if args.name
+        check_name(name)
+        if name
         else execution_name(batch_id if isinstance(batch_id, str) else None)
     )
-    normalized = validate(args.workflow, execution_input, cfg, name, label)  # incl. the 256 KiB limit
-    aws = Aws(args.region or cfg.region, args.endpoint_url)
-    deployment = find_deployment(aws, cfg, args.workflow)
+    normalized = validate(workflow, execution_input, cfg, name, label)  # incl. the 256 KiB limit
+    aws = Aws(region or cfg.region, endpoint_url)
+    deployment = find_deployment(aws, cfg, workflow)
     started = aws.client("stepfunctions").start_execution(
         stateMachineArn=deployment.state_machine_arn, name=name, input=json.dumps(execution_input)
     )
-    arn = started["executionArn"]
-    out.print(f"started {args.workflow} workflow of {cfg.name} ({deployment.stack_name}, {aws.region})")
-    out.print(f"  batch:     {normalized['batchId']}")
-    out.print(f"  execution: {arn}")
-    out.print(f"  console:   {console_url(aws.region, arn)}")
-    out.print(f"follow it:   fanout watch {arn}")
-    return 0
+    return Started(workflow, cfg.name, deployment.stack_name, aws.region, normalized["batchId"], started["executionArn"])

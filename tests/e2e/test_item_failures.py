@@ -90,7 +90,7 @@ def test_a_malformed_answer_fails_the_whole_batch_closed(prod_engine, monkeypatc
 
 
 def test_the_redrive_runs_only_the_failed_items(prod_engine):
-    from fanout_kit.ops.dlq import plan_map_redrive
+    from fanout_kit.ops.redrive import plan_map_redrive
 
     result = run(prod_engine, "i-redrive", items=items(40, i5={"mode": "permanent"}, i33={"mode": "fatal"}))
     assert result.status == "FAILED"
@@ -110,7 +110,7 @@ def test_the_redrive_runs_only_the_failed_items(prod_engine):
 
 
 def test_the_redrive_takes_partly_failed_items_from_the_results_when_the_dlq_lost_them(prod_engine):
-    from fanout_kit.ops.dlq import plan_map_redrive
+    from fanout_kit.ops.redrive import plan_map_redrive
 
     run(prod_engine, "i-lost", items=items(20, i11={"mode": "fatal"}))
     record = prod_engine.status_record("i-lost", "map")

@@ -10,7 +10,6 @@ the last tests drive the stand-in itself with a function that raises, for bisect
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 from types import SimpleNamespace
@@ -18,9 +17,9 @@ from types import SimpleNamespace
 import boto3
 import pytest
 from moto import mock_aws
-from rich.console import Console
 
 from fanout_kit.cli import run_ledger
+from fanout_kit.local import ledger_run
 from fanout_kit.local.event_sources import KinesisEventSource, KinesisMapping
 from fanout_kit.shared.final_status import read_status
 
@@ -43,15 +42,15 @@ def run(app, batch_id, *, children, fail=(), duplicate=False):
 
     def inspect(engine):
         stack = engine.stacks["ledger"]
-        seen.batch = run_ledger.ledger_of(engine).read_batch(batch_id)
+        seen.batch = ledger_run.ledger_of(engine).read_batch(batch_id)
         seen.status = read_status(engine.dynamodb, stack.setting("STATUS_TABLE_NAME"), batch_id)
         finalizer = stack.setting("FINALIZER_FUNCTION_NAME")
         seen.finalizer_events = [r.event for r in engine.router.invocations if r.function == finalizer]
         seen.count = engine.router.count
 
-    facts = run_ledger.run_ledger_batch(
+    facts = ledger_run.run_ledger_batch(
         app, source="kinesis", children=children, fail=list(fail), concurrency=1, duplicate=duplicate,
-        console=Console(file=io.StringIO(), width=120), batch_id=batch_id, on_engine=inspect,
+        batch_id=batch_id, on_engine=inspect,
     )
     assert not facts["timed_out"]
     return facts, seen

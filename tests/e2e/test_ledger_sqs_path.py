@@ -1,4 +1,4 @@
-"""The completion ledger's SQS path end to end on moto (``fanout_kit.cli.run_ledger``): the synthesized dev
+"""The completion ledger's SQS path end to end on moto (``fanout_kit.local.ledger_run``): the synthesized dev
 ledger stack, the real consumer / DLQ recorder / UpdateFinalStatus handlers in-process, local
 pollers standing in for the SQS event source mappings, the DynamoDB contention model on (the
 demo's default: transactions in flight cancel each other as on DynamoDB).
@@ -10,14 +10,13 @@ which checks that the command line prints the outcome.
 
 from __future__ import annotations
 
-import io
 import json
 from types import SimpleNamespace
 
 import pytest
-from rich.console import Console
 
 from fanout_kit.cli import run_ledger
+from fanout_kit.local import ledger_run
 from fanout_kit.patterns.completion_ledger.ledger import BATCH_PREFIX, CHILD_PREFIX, batch_key, plain
 from fanout_kit.shared.final_status import read_status
 from tests.e2e.conftest import assert_no_denied_calls
@@ -71,13 +70,12 @@ def run(app, batch_id, *, children, fail=(), concurrency=4, duplicate=False, vis
             AttributeNames=["RedrivePolicy"],
         )["Attributes"]["RedrivePolicy"])
 
-    facts = run_ledger.run_ledger_batch(
+    facts = ledger_run.run_ledger_batch(
         app,
         children=children,
         fail=list(fail),
         concurrency=concurrency,
         duplicate=duplicate,
-        console=Console(file=io.StringIO(), width=120),
         batch_id=batch_id,
         visibility_timeout=visibility_timeout,
         on_engine=inspect,

@@ -117,6 +117,9 @@ def handler_env(aws: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> Simple
         "FINALIZER_FUNCTION_NAME": "UpdateFinalStatus",
         "STATUS_TABLE_NAME": aws.status_table,
         "FANOUT_ENV": "test",
+        # the tests read the EMF lines: on, whatever a CLI test run earlier in this process set
+        # (fanout_kit.cli.handler_logs.quiet_handler_logs sets it for its view)
+        "POWERTOOLS_METRICS_DISABLED": "false",
     }.items():
         monkeypatch.setenv(key, value)
     ledger_runtime.dynamodb_client.cache_clear()

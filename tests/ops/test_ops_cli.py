@@ -10,6 +10,7 @@ import re
 import pytest
 
 import fanout_kit.ops.dlq as dlq_module
+import fanout_kit.ops.redrive as redrive_module
 from tests.ops.conftest import EXAMPLE
 
 ARN = re.compile(r"^\s*execution: (arn:aws:states:\S+)$", re.M)
@@ -137,7 +138,7 @@ def test_redrive_that_crashes_after_start_is_resumed_by_running_it_again(
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash before the DLQ messages were deleted")
 
-    monkeypatch.setattr(dlq_module, "delete", crash)
+    monkeypatch.setattr(redrive_module, "delete", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         cli("dlq", "redrive", "--batch", "crash-1")
     (message,) = engine.dlq_messages()  # nothing lost: still in the queue, visible again
@@ -171,7 +172,7 @@ def test_redrive_again_while_the_first_redrive_still_runs_is_the_same_execution(
     gate = threading.Event()
     monkeypatch.setattr(faults, "raise_simulated_failure", lambda payload, name, attempt: gate.wait(20))  # fixed, but slow
     with monkeypatch.context() as crashing:
-        crashing.setattr(dlq_module, "delete", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
+        crashing.setattr(redrive_module, "delete", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
         with pytest.raises(RuntimeError):
             cli("dlq", "redrive", "--batch", "dup-1")
     (redrive,) = [e for n, e in executions(deployment).items() if n.startswith("redrive-")]
@@ -193,7 +194,7 @@ def test_messages_of_several_failed_executions_redrive_only_the_newest(
     first = started_arn(cli("start", batch_file("multi-1", NotifyCustomer={"mode": "permanent"})))
     assert watch(cli, first).code == 1
     # a redrive that crashes before deleting, and whose execution fails again (not fixed yet)
-    monkeypatch.setattr(dlq_module, "delete", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
+    monkeypatch.setattr(redrive_module, "delete", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
     with pytest.raises(RuntimeError):
         cli("dlq", "redrive", "--batch", "multi-1")
     monkeypatch.undo()
@@ -428,11 +429,11 @@ def test_a_batch_the_failure_guard_recorded_is_resumed_not_redriven(workflow):
     record = {"status": "FAILED", "executionArn": arn, "failedExecutionStatus": "TIMED_OUT",
               "failedExecutionError": "States.Timeout"}
     guard_message = dlq_module.Message("m1", "r1", "{}", {"kind": "execution", "batchId": "order-9", "executionArn": arn})
-    with pytest.raises(dlq_module.OpsError) as refused:
+    with pytest.raises(redrive_module.OpsError) as refused:
         if workflow == "parallel":
-            dlq_module.plan_redrive("order-9", [guard_message], record, sfn=None)
+            redrive_module.plan_redrive("order-9", [guard_message], record, sfn=None)
         else:
-            dlq_module.plan_map_redrive("order-9", [guard_message], record, sfn=None, s3=None, bucket="b")
+            redrive_module.plan_map_redrive("order-9", [guard_message], record, sfn=None, s3=None, bucket="b")
     assert refused.value.code == 1
     assert f"aws stepfunctions redrive-execution --execution-arn {arn}" in str(refused.value)
     assert "ended TIMED_OUT (States.Timeout) outside the workflow's decision" in str(refused.value)
@@ -464,7 +465,7 @@ def test_map_redrive_completes_the_items_from_the_map_runs_results():
 
     record = {"status": "FAILED", "executionArn": arn, "failedItems": 3, "totalItems": 9, "resultsKey": "results/run/manifest.json"}
     message = dlq_module.Message("m1", "r1", "{}", {"batchId": "map-9", "executionArn": arn, "items": [{"index": 0, "item": {"n": 0}}]})
-    plan = dlq_module.plan_map_redrive("map-9", [message], record, sfn=None, s3=FakeS3(), bucket="bucket")
+    plan = redrive_module.plan_map_redrive("map-9", [message], record, sfn=None, s3=FakeS3(), bucket="bucket")
     assert [i["index"] for i in plan.items] == [0, 1, 2]
     assert plan.execution_input == {"batchId": "map-9", "items": [{"n": 0}, {"n": 1}, {"n": 2}], "redriveOf": arn}
     assert any("2 failed item(s) without a DLQ message here were taken from the map run's results" in n for n in plan.notes)
