@@ -34,6 +34,7 @@ class CompletionLedgerStack(Stack):
         self.ledger = CompletionLedger(
             self, "Default", ledger=ledger or cfg.ledger, alarms=cfg.alarms,
             alarm_email_addresses=cfg.alarm_email_addresses, settings=cfg.resources,
+            kinesis_intake=True,  # this app shows both intakes (the kit's default is SQS only)
         )
         self.ledger.add_outputs()
         acknowledge_unsubscribed_alarms(self, cfg)

@@ -297,7 +297,7 @@ def test_an_imported_data_bucket_is_used_as_is():
 def test_completion_ledger_runs_the_users_processing_function():
     stack = bare_stack()
     process = user_function(stack, "ProcessChild", timeout=40)
-    ledger = CompletionLedger(stack, "Ledger", processing_function=process)
+    ledger = CompletionLedger(stack, "Ledger", processing_function=process, kinesis_intake=True)
     template = Template.from_stack(stack).to_json()
     consumers = {p["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]: p["Properties"]
                  for p in template["Resources"].values() if p["Type"] == "AWS::Lambda::Function"
@@ -311,6 +311,19 @@ def test_completion_ledger_runs_the_users_processing_function():
     assert len(invokes) == 2 and ledger.processing_function is process
     with pytest.raises(ConfigError, match=r"^processing_function: must be a Lambda function"):
         CompletionLedger(bare_stack("Other"), "Ledger", processing_function="my-function")
+
+
+def test_the_ledger_creates_a_kinesis_stream_only_when_asked():
+    """A provisioned stream bills by the shard-hour whether used or not: SQS only by default."""
+    stack = bare_stack()
+    ledger = CompletionLedger(stack, "Ledger", processing_function=user_function(stack, "Process"))
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::Kinesis::Stream", 0)
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)  # child queue and its DLQ
+    assert ledger.stream is None and ledger.kinesis_consumer is None and ledger.child_queue is not None
+    asked = bare_stack("Asked")
+    CompletionLedger(asked, "Ledger", processing_function=user_function(asked, "Process"), kinesis_intake=True)
+    Template.from_stack(asked).resource_count_is("AWS::Kinesis::Stream", 1)
 
 
 def test_the_constructs_resources_are_read_only_attributes():

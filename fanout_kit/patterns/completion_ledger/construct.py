@@ -68,7 +68,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         processing_function: lambda_.IFunction | None = None,
         ledger: LedgerSettings = LedgerSettings(),
         sqs_intake: bool = True,
-        kinesis_intake: bool = True,
+        kinesis_intake: bool = False,
         **props: Unpack[SharedProps],
     ) -> None:
         """Create the ledger, its intakes and everything they need.
@@ -85,9 +85,9 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
                 ``LedgerSettings()``.
             sqs_intake: Children arrive on an SQS queue (output ``ChildQueueUrl``). Default
                 ``True``.
-            kinesis_intake: Children arrive on a Kinesis stream (output ``ChildStreamArn``; a
-                provisioned stream bills by the shard-hour). Default ``True``. At least one intake
-                must be on.
+            kinesis_intake: Children arrive on a Kinesis stream too (output ``ChildStreamArn``; a
+                provisioned stream bills by the shard-hour whether used or not, so it is created
+                only when asked). Default ``False``. At least one intake must be on.
             **props: The props every construct shares (``SharedProps``: alarms, alarm topic,
                 settings, runtime layer), each optional; ``alarms`` may not be ``None`` here.
 
