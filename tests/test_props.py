@@ -82,7 +82,8 @@ def test_a_misspelt_shared_prop_is_refused_naming_it_and_the_props():
         resolve_props(WorkflowProps, {"alarm": None}, "ParallelFanOut", own=("tasks",))
     assert resolve_props(SharedProps, {"runtime_layer": False}, "X") == {
         "alarms": fanout_kit.AlarmThresholds(), "existing_alarm_topic": None, "alarm_email_addresses": (),
-        "settings": fanout_kit.ResourceSettings(), "runtime_layer": False}
+        "settings": fanout_kit.ResourceSettings(), "existing_status_table": None, "status_table_props": None,
+        "runtime_layer": False}
 
 
 def test_a_construct_refuses_an_unknown_prop_before_creating_anything():
@@ -92,3 +93,21 @@ def test_a_construct_refuses_an_unknown_prop_before_creating_anything():
     with pytest.raises(ConfigError, match="CompletionLedger: no prop kinesis"):
         fanout_kit.CompletionLedger(stack, "Ledger", kinesis=False)
     assert stack.node.children == []
+
+
+def test_the_ledger_takes_an_existing_status_table_as_the_workflows_do():
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk.assertions import Template
+
+    from tests.test_constructs import bare_stack, user_function
+
+    stack = bare_stack()
+    mine = dynamodb.Table(stack, "Mine", partition_key=dynamodb.Attribute(name="batchId", type=dynamodb.AttributeType.STRING))
+    ledger = fanout_kit.CompletionLedger(stack, "Ledger", processing_function=user_function(stack, "P"),
+                                         existing_status_table=mine)
+    assert ledger.status_table is mine
+    tables = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table")
+    assert len(tables) == 2  # mine and the ledger's own counter table, no second status table
+    with pytest.raises(ConfigError, match="existing_status_table and status_table_props: pass one of them"):
+        fanout_kit.CompletionLedger(bare_stack("Other"), "Ledger", existing_status_table=mine,
+                                    status_table_props={"table_name": "x"})

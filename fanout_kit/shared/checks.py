@@ -20,3 +20,9 @@ def whole_number(value: Any, where: str, low: int, high: int | None = None, mean
         about = f" ({meaning})" if meaning else ""
         raise ConfigError(f"{where}: must be {allowed}{about}, got {value!r}")
     return value
+
+
+def one_of(existing: object, props: object, existing_name: str, props_name: str) -> None:
+    """An existing resource and the props to create one exclude each other."""
+    if existing is not None and props is not None:
+        raise ConfigError(f"{existing_name} and {props_name}: pass one of them, not both")

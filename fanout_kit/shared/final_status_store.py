@@ -9,8 +9,9 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from fanout_kit.shared.checks import ConfigError, one_of
 from fanout_kit.shared.settings import ResourceSettings
-from fanout_kit.shared.storage import secure_table
+from fanout_kit.shared.storage import checked_overrides, secure_table
 from fanout_kit.shared.functions import KitFunction
 
 
@@ -49,3 +50,16 @@ class FinalStatusStore(Construct):
                 resources=[self.table.table_arn],
             )
         )
+
+
+def status_store(scope: Construct, props: Mapping[str, Any]) -> FinalStatusStore:
+    """The status store a construct's resolved props ask for (``SharedProps``): the
+    ``existing_status_table``, or a new table with ``status_table_props`` over the defaults."""
+    existing, overrides = props["existing_status_table"], props["status_table_props"]
+    one_of(existing, overrides, "existing_status_table", "status_table_props")
+    if overrides and {"partition_key", "sort_key"} & set(overrides):
+        raise ConfigError("status_table_props: the key is the kit's (batchId); leave partition_key and sort_key out")
+    return FinalStatusStore(
+        scope, "FinalStatus", settings=props["settings"], existing_table=existing,
+        table_overrides=checked_overrides(overrides, dynamodb.Table, "status_table_props"),
+    )

@@ -39,6 +39,12 @@ class SharedProps(TypedDict, total=False):
         settings: What every resource the construct creates shares: the environment's name,
             retention and deletion protection, log retention, the Powertools layer version, the
             kit's function timeout. Default ``ResourceSettings()``.
+        existing_status_table: A DynamoDB table (partition key ``batchId``, string) for the
+            batches' final status records, instead of a new one (exclusive with
+            ``status_table_props``). Default: a new table, on demand, point-in-time recovery,
+            encrypted.
+        status_table_props: ``dynamodb.Table`` arguments over the kit's defaults for the new
+            table (not its key). Default ``None``.
         runtime_layer: Attach the kit's runtime layer (``fanout_runtime``: error classes, event
             definitions) to your functions that are created in this app. Default ``True``.
     """
@@ -47,6 +53,8 @@ class SharedProps(TypedDict, total=False):
     existing_alarm_topic: sns.ITopic | None
     alarm_email_addresses: Sequence[str]
     settings: ResourceSettings
+    existing_status_table: dynamodb.ITable | None
+    status_table_props: Mapping[str, Any] | None
     runtime_layer: bool
 
 
@@ -60,12 +68,6 @@ class WorkflowProps(SharedProps, total=False):
             Default: a new queue, SSE, TLS only, 14 days' retention.
         dead_letter_queue_props: ``sqs.Queue`` arguments over the kit's defaults for the new
             queue. Default ``None``.
-        existing_status_table: A DynamoDB table (partition key ``batchId``, string) for the
-            batches' final status records, instead of a new one (exclusive with
-            ``status_table_props``). Default: a new table, on demand, point-in-time recovery,
-            encrypted.
-        status_table_props: ``dynamodb.Table`` arguments over the kit's defaults for the new
-            table (not its key). Default ``None``.
         include_execution_data: The state machine's logs carry each state's input and output.
             Default ``False``.
         log_group_name: The beginning of the state machine's log group name, under
@@ -75,8 +77,6 @@ class WorkflowProps(SharedProps, total=False):
 
     existing_dead_letter_queue: sqs.IQueue | None
     dead_letter_queue_props: Mapping[str, Any] | None
-    existing_status_table: dynamodb.ITable | None
-    status_table_props: Mapping[str, Any] | None
     include_execution_data: bool
     log_group_name: str | None
 

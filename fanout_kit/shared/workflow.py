@@ -20,7 +20,7 @@ from fanout_kit.shared.dead_letter_queue import TaskDeadLetterQueue
 from fanout_kit.shared.discovery import record_workflow
 from fanout_kit.shared.execution_failure_guard import ExecutionFailureGuard
 from fanout_kit.shared.feature_flags import pin_feature_flags
-from fanout_kit.shared.final_status_store import FinalStatusStore
+from fanout_kit.shared.final_status_store import status_store
 from fanout_kit.shared.layer import attach_runtime_layer
 from fanout_kit.shared.outputs import REQUIRED_OUTPUTS
 from fanout_kit.shared.read_only import ReadOnlyAttributes
@@ -34,7 +34,7 @@ from fanout_kit.shared.settings import (
 from fanout_kit.shared.storage import checked_overrides
 from fanout_kit.shared.alarms import WorkflowAlarms, subscribe_receivers
 from fanout_kit.shared.state_machine import WorkflowStateMachine
-from fanout_kit.shared.checks import ConfigError, whole_number
+from fanout_kit.shared.checks import ConfigError, one_of, whole_number
 from fanout_kit.shared.payload_budget import Budget, Leaf, PayloadBudgetError, kit_function_outputs, payload_budget
 
 
@@ -47,12 +47,6 @@ def stack_unique_suffix(stack: Stack) -> str:
     the rollback of a failed first deploy; CloudFormation then fails the next create of a group of
     the same name ("already exists"). A name that ends with this suffix is new for every stack."""
     return Fn.select(4, Fn.split("-", Fn.select(2, Fn.split("/", stack.stack_id))))
-
-
-def one_of(existing: object, props: object, existing_name: str, props_name: str) -> None:
-    """An existing resource and the props to create one exclude each other."""
-    if existing is not None and props is not None:
-        raise ConfigError(f"{existing_name} and {props_name}: pass one of them, not both")
 
 
 def emit_outputs(scope: Construct, values: dict[str, str], required: tuple[str, ...]) -> None:
@@ -86,22 +80,15 @@ class FanOutWorkflow(ReadOnlyAttributes, Construct):
         self._props = props
         settings = props["settings"]
         existing_dead_letter_queue, dead_letter_queue_props = props["existing_dead_letter_queue"], props["dead_letter_queue_props"]
-        existing_status_table, status_table_props = props["existing_status_table"], props["status_table_props"]
         one_of(existing_dead_letter_queue, dead_letter_queue_props, "existing_dead_letter_queue", "dead_letter_queue_props")
-        one_of(existing_status_table, status_table_props, "existing_status_table", "status_table_props")
-        if status_table_props and {"partition_key", "sort_key"} & set(status_table_props):
-            raise ConfigError("status_table_props: the key is the kit's (batchId); leave partition_key and sort_key out")
         check_type("retries", retries, WorkflowRetries)
         check_type("settings", settings, ResourceSettings)
         queue_overrides = checked_overrides(dead_letter_queue_props, sqs.Queue, "dead_letter_queue_props")
-        table_overrides = checked_overrides(status_table_props, dynamodb.Table, "status_table_props")
         self.settings = settings
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or TaskDeadLetterQueue(
             self, dead_letter_queue_id, settings=settings, overrides=queue_overrides
         ).queue
-        store = FinalStatusStore(
-            self, "FinalStatus", settings=settings, existing_table=existing_status_table, table_overrides=table_overrides
-        )
+        store = status_store(self, props)
         self.status_table: dynamodb.ITable = store.table
         self.update_final_status: lambda_.Function = store.update_final_status
         self.states_scope = Construct(self, "States")  # own scope: state names may equal construct ids

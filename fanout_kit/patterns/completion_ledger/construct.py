@@ -32,7 +32,7 @@ from constructs import Construct
 from fanout_kit.shared.metric_names import BATCH_FAILED_METRIC, METRICS_SERVICE
 from fanout_kit.shared.discovery import record_workflow
 from fanout_kit.shared.feature_flags import pin_feature_flags
-from fanout_kit.shared.final_status_store import FinalStatusStore
+from fanout_kit.shared.final_status_store import status_store
 from fanout_kit.shared.functions import METRICS_NAMESPACE, KitFunction, removal_policy
 from fanout_kit.shared.layer import attach_runtime_layer
 from fanout_kit.patterns.completion_ledger.table import LedgerTable
@@ -88,8 +88,9 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             kinesis_intake: Children arrive on a Kinesis stream too (output ``ChildStreamArn``; a
                 provisioned stream bills by the shard-hour whether used or not, so it is created
                 only when asked). Default ``False``. At least one intake must be on.
-            **props: The props every construct shares (``SharedProps``: alarms, alarm topic,
-                settings, runtime layer), each optional; ``alarms`` may not be ``None`` here.
+            **props: The props every construct shares (``SharedProps``: alarms and who receives
+                them, settings, the status table, the runtime layer), each optional; ``alarms``
+                may not be ``None`` here.
 
         Raises:
             ConfigError: A prop is wrong; the message names it and the fix.
@@ -115,7 +116,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         self.ledger_settings = ledger
         self.ledger = LedgerTable(self, "Ledger", settings=settings, ledger=ledger)
         self.table = self.ledger.table
-        store = FinalStatusStore(self, "FinalStatus", settings=settings)
+        store = status_store(self, props)
         self.status_table = store.table
         self.update_final_status = store.update_final_status
         consumer_timeout = settings.function_timeout_seconds
