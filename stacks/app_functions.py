@@ -21,14 +21,21 @@ def app_function(
     scope: Construct, construct_id: str, cfg: EnvironmentConfig, spec: TaskSpec, **kwargs
 ) -> lambda_.Function:
     """A function of the app running ``spec.handler`` from lambdas/."""
-    asset = code_asset_dir([spec.handler.rpartition(".")[0]], APP_CODE, APP_ROOTS, prefix="fanout-app-code")
+    return handler_function(scope, construct_id, cfg, spec.name, spec.handler, spec.description, **kwargs)
+
+
+def handler_function(
+    scope: Construct, construct_id: str, cfg: EnvironmentConfig, name: str, handler: str, description: str, **kwargs
+) -> lambda_.Function:
+    """A function of the app running ``handler`` (``module.function``) from lambdas/."""
+    asset = code_asset_dir([handler.rpartition(".")[0]], APP_CODE, APP_ROOTS, prefix="fanout-app-code")
     return KitFunction(
         scope,
         construct_id,
         settings=cfg.resources,
-        handler=spec.handler,
-        description=spec.description,
-        service=spec.name,
+        handler=handler,
+        description=description,
+        service=name,
         code=lambda_.Code.from_asset(str(asset)),
         **kwargs,
     ).function

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from fanout_kit.patterns.completion_ledger.construct import CompletionLedger
 from fanout_kit.shared.settings import LedgerSettings
+from stacks.app_functions import handler_function
 from stacks.alarm_receivers import acknowledge_unsubscribed_alarms
 from stacks.config import EnvironmentConfig
 
@@ -31,8 +32,12 @@ class CompletionLedgerStack(Stack):
         """``ledger``: settings other than the environment's (tests)."""
         super().__init__(scope, construct_id, **kwargs)
         # "Default": logical ids stay those of the stack before the construct existed.
+        process = handler_function(
+            self, "ProcessChild", cfg, "ProcessChild", "ledger_child_work.handler",
+            "Example ledger child work (lambdas/ledger_child_work.py)",
+        )
         self.ledger = CompletionLedger(
-            self, "Default", ledger=ledger or cfg.ledger, alarms=cfg.alarms,
+            self, "Default", processing_function=process, ledger=ledger or cfg.ledger, alarms=cfg.alarms,
             alarm_email_addresses=cfg.alarm_email_addresses, settings=cfg.resources,
             kinesis_intake=True,  # this app shows both intakes (the kit's default is SQS only)
         )

@@ -256,7 +256,8 @@ def test_a_parallel_workflow_whose_outcome_could_outgrow_256_kib_is_refused_at_s
 
 def test_completion_ledger_alone_with_the_sqs_intake_only():
     stack = bare_stack()
-    ledger = CompletionLedger(stack, "Ledger", kinesis_intake=False, ledger=LedgerSettings(counter_shards=4, deadline_minutes=30))
+    ledger = CompletionLedger(stack, "Ledger", processing_function=user_function(stack, "P"), kinesis_intake=False,
+                              ledger=LedgerSettings(counter_shards=4, deadline_minutes=30))
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::Kinesis::Stream", 0)
     template.resource_count_is("AWS::SQS::Queue", 2)  # the child queue and its DLQ
@@ -264,8 +265,12 @@ def test_completion_ledger_alone_with_the_sqs_intake_only():
     template.has_resource_properties("AWS::Lambda::Function", {
         "Environment": {"Variables": Match.object_like({"LEDGER_COUNTER_SHARDS": "4", "LEDGER_DEADLINE_MINUTES": "30"})},
     })
+    other = bare_stack("Other")
     with pytest.raises(ConfigError, match="sqs_intake, kinesis_intake: at least one intake must be on"):
-        CompletionLedger(bare_stack("Other"), "Ledger", sqs_intake=False, kinesis_intake=False)
+        CompletionLedger(other, "Ledger", processing_function=user_function(other, "P"), sqs_intake=False,
+                         kinesis_intake=False)
+    with pytest.raises(ConfigError, match=r"^processing_function: required: the Lambda function \(IFunction\)"):
+        CompletionLedger(bare_stack("Third"), "Ledger")
 
 
 def test_props_that_replace_defaults_are_checked_by_name():
@@ -331,6 +336,6 @@ def test_the_constructs_resources_are_read_only_attributes():
     fanout = ParallelFanOut(stack, "Orders", tasks=[FanOutTask("Charge", user_function(stack, "Fn"))])
     with pytest.raises(AttributeError, match="ParallelFanOut.state_machine is read-only"):
         fanout.state_machine = None
-    ledger = CompletionLedger(stack, "Ledger")
+    ledger = CompletionLedger(stack, "Ledger", processing_function=user_function(stack, "P"))
     with pytest.raises(AttributeError, match="CompletionLedger.table is read-only"):
         ledger.table = None

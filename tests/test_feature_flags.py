@@ -185,7 +185,7 @@ def test_a_stack_level_flag_the_kit_needs_is_refused_naming_the_flag_and_the_fix
     stack = Stack(App(), "Refused")
     with pytest.raises(ConfigError, match=r'^feature flag @aws-cdk/core:example is unset; the fan-out kit needs '
                                           r'true: set "@aws-cdk/core:example": true in your cdk.json context$'):
-        CompletionLedger(stack, "Ledger")
+        CompletionLedger(stack, "Ledger", processing_function=lambda_.Function.from_function_name(stack, "P", "p"))
 
 
 @pytest.mark.slow

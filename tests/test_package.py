@@ -58,7 +58,7 @@ def test_each_kit_function_asset_holds_exactly_what_its_handler_imports(dev_app)
         assert missing == set(), f"{stack} {handler}: imports what its asset lacks"
         # modulefinder lists the handler as __main__ (run_script); the rest by name
         assert shipped == loaded | {f"{module}.py"}, f"{stack} {handler}: {sorted(shipped ^ (loaded | {f'{module}.py'}))}"
-        assert not any(f.startswith("tasks/") or f == "map_item_worker.py" for f in shipped)
+        assert not any(f.startswith("tasks/") or f in ("map_item_worker.py", "ledger_child_work.py") for f in shipped)
         assert "fanout_kit/__init__.py" in shipped and "fanout_kit/_version.py" in shipped
         assert not any(f.startswith(("fanout_kit/local", "fanout_kit/cli", "fanout_kit/ops", "stacks"))
                        for f in shipped)
@@ -66,8 +66,8 @@ def test_each_kit_function_asset_holds_exactly_what_its_handler_imports(dev_app)
 
 def test_the_apps_functions_hold_their_own_code_and_none_of_the_kits_handlers(dev_app):
     app = [(stack, handler, asset) for stack, handler, asset in function_assets(dev_app)
-           if handler.split(".")[0] in ("tasks", "map_item_worker")]
-    assert len(app) == 4  # three tasks and the Map worker
+           if handler.split(".")[0] in ("tasks", "map_item_worker", "ledger_child_work")]
+    assert len(app) == 5  # three tasks, the Map worker and the ledger's processing function
     for stack, handler, asset in app:
         shipped = files_of(asset)
         module = handler.rpartition(".")[0]
@@ -75,7 +75,8 @@ def test_the_apps_functions_hold_their_own_code_and_none_of_the_kits_handlers(de
         assert not shipped & {f"{h}.py" for h in KIT_HANDLERS}, f"{stack} {handler}"
         # only the app's own code: fanout_runtime comes from the runtime layer the constructs
         # attach (fanout_kit.shared.layer), Powertools from its layer
-        assert all(f.startswith("tasks/") or f == "map_item_worker.py" for f in shipped), f"{stack} {handler}: {shipped}"
+        assert all(f.startswith("tasks/") or f in ("map_item_worker.py", "ledger_child_work.py")
+                   for f in shipped), f"{stack} {handler}: {shipped}"
         loaded, _ = imported_closure(asset, module)
         assert shipped == loaded | {f"{module.replace('.', '/')}.py"}, f"{stack} {handler}: {sorted(shipped)}"
 
@@ -110,7 +111,7 @@ def test_the_wheel_is_the_source_tree():
         path = kit_handler_file(name)
         assert path.is_relative_to(ROOT / "fanout_kit") and path.stem == name, name
         assert ".handlers." in module, f"{name}: a kit handler lives in a handlers/ folder"
-    assert {p.stem for p in (ROOT / "lambdas").glob("*.py")} == {"map_item_worker"}  # the app's only
+    assert {p.stem for p in (ROOT / "lambdas").glob("*.py")} == {"map_item_worker", "ledger_child_work"}  # the app's only
 
 
 def test_the_kits_handlers_import_by_absolute_names():

@@ -24,8 +24,8 @@ MISSING = inspect.Parameter.empty
 def documented_default_matches(where: str, documented: str, actual: object) -> None:
     """``X`` (a Python expression) must evaluate to the code's default; "required": no default;
     prose ("a new queue, ..."): the code's default is None (the kit creates the resource)."""
-    if documented == "required":
-        assert actual is MISSING or actual is dataclasses.MISSING, where
+    if documented == "required":  # no default, or None refused with a ConfigError naming the prop
+        assert actual is MISSING or actual is dataclasses.MISSING or actual is None, where
     elif documented.startswith("``"):
         expression = documented[2:documented.index("``", 2)]
         if expression.startswith("/"):  # a name pattern, not an expression (log_group_name)
@@ -109,5 +109,5 @@ def test_the_ledger_takes_an_existing_status_table_as_the_workflows_do():
     tables = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table")
     assert len(tables) == 2  # mine and the ledger's own counter table, no second status table
     with pytest.raises(ConfigError, match="existing_status_table and status_table_props: pass one of them"):
-        fanout_kit.CompletionLedger(bare_stack("Other"), "Ledger", existing_status_table=mine,
-                                    status_table_props={"table_name": "x"})
+        fanout_kit.CompletionLedger(stack, "Other", processing_function=user_function(stack, "P2"),
+                                    existing_status_table=mine, status_table_props={"table_name": "x"})

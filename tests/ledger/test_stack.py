@@ -63,6 +63,7 @@ def ids(ledger_synth):
         "failures": logical_id(s, "AWS::SQS::Queue", "KinesisFailureQueue"),
         "stream": logical_id(s, "AWS::Kinesis::Stream", "ChildStream"),
         "finalizer": logical_id(s, FN, "FinalStatusUpdateFinalStatusFunction"),
+        "process": logical_id(s, FN, "ProcessChildFunction"),
         "status": logical_id(s, "AWS::DynamoDB::Table", "FinalStatusTable"),
         "logs": {k: v for k in ("LedgerSqsConsumer", "LedgerDlqRecorder", "LedgerKinesisConsumer",
                                 "LedgerKinesisFailureRecorder", "LedgerSweeper")
@@ -81,7 +82,13 @@ def test_child_queue_dead_letters_after_max_receive_count(ledger_synth, ids):
     queue = resources(ledger_synth, "AWS::SQS::Queue")[ids["queue"]]["Properties"]
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
     assert ref_id(queue["RedrivePolicy"]["deadLetterTargetArn"]) == ids["dlq"]
-    assert queue["VisibilityTimeout"] == 6 * ledger_synth.cfg.task_timeout_seconds
+    # six times the consumer's timeout (AWS's advice for a Lambda event source), which includes the
+    # processing function's timeout it waits for
+    consumer = next(r["Properties"] for r in resources(ledger_synth, FN).values()
+                    if r["Properties"].get("Handler") == "ledger_sqs_consumer.handler")
+    process = resources(ledger_synth, FN)[ids["process"]]["Properties"]
+    assert consumer["Timeout"] == ledger_synth.cfg.task_timeout_seconds + process["Timeout"]
+    assert queue["VisibilityTimeout"] == 6 * consumer["Timeout"]
     recorder = mapping_of(ledger_synth, "LedgerDlqRecorder")
     assert ref_id(recorder["EventSourceArn"]) == ids["dlq"]
     assert recorder["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
@@ -162,13 +169,16 @@ CONSUME = {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttr
 
 def test_iam_grants_are_exactly_what_each_function_uses(ledger_synth, ids):
     finalize = {arn(ids["finalizer"]): {"lambda:InvokeFunction"}, arn(ids["status"]): {"dynamodb:UpdateItem"}}
+    # the consumers invoke the app's processing function (CHILD_FUNCTION_NAME), CDK's grant_invoke
+    process = {arn(ids["process"]): {"lambda:InvokeFunction"},
+               json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [ids["process"], "Arn"]}, ":*"]]}): {"lambda:InvokeFunction"}}
     table = arn(ids["table"])
 
     def base(name):
         return {arn(ids["logs"][name]): LOGS, "*": XRAY}
 
     assert role_actions(ledger_synth, "LedgerSqsConsumer") == {
-        **base("LedgerSqsConsumer"), arn(ids["queue"]): CONSUME, table: RECORD, **finalize}
+        **base("LedgerSqsConsumer"), arn(ids["queue"]): CONSUME, table: RECORD, **finalize, **process}
     assert role_actions(ledger_synth, "LedgerDlqRecorder") == {
         **base("LedgerDlqRecorder"), arn(ids["dlq"]): CONSUME, table: RECORD, **finalize}
     assert role_actions(ledger_synth, "LedgerKinesisConsumer") == {
@@ -178,7 +188,7 @@ def test_iam_grants_are_exactly_what_each_function_uses(ledger_synth, ids):
             "kinesis:DescribeStream", "kinesis:DescribeStreamConsumer", "kinesis:DescribeStreamSummary",
             "kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards", "kinesis:ListStreams",
             "kinesis:SubscribeToShard"},
-        table: RECORD, **finalize}
+        table: RECORD, **finalize, **process}
     assert role_actions(ledger_synth, "LedgerKinesisFailureRecorder") == {
         **base("LedgerKinesisFailureRecorder"), arn(ids["failures"]): CONSUME,
         arn(ids["stream"]): {"kinesis:GetShardIterator", "kinesis:GetRecords"}, table: RECORD, **finalize}
@@ -224,6 +234,9 @@ def test_no_unacknowledged_cdk_nag_findings(ledger_synth):
         ("AwsSolutions-L1", "AwsSolutions::AwsSolutions-L1"),
         ("AwsSolutions-IAM5[Resource::*]", "AwsSolutions::AwsSolutions-IAM5[Resource::*]"),  # X-Ray only
         ("AwsSolutions-SQS3", "AwsSolutions::AwsSolutions-SQS3"),
+        # the consumers may invoke any version of the processing function (CDK's grant_invoke)
+        ("AwsSolutions-IAM5[Resource::<ProcessChildFunctionB0B12A08.Arn>:*]",
+         "AwsSolutions::AwsSolutions-IAM5[Resource::<ProcessChildFunctionB0B12A08.Arn>:*]"),
     }
     # construct paths, without the id "Default" the stack gives its CompletionLedger
     sqs3 = {[part for part in v["acknowledgedAt"].split("/") if part != "Default"][1]

@@ -78,8 +78,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
             construct_id: The construct's id.
             processing_function: Your function, invoked synchronously by the consumers for each
                 child's work with ``{"batchId", "childId", "payload", "attempt"}`` (an error
-                retries the message). Default ``None``: the kit's example work (for trying the
-                kit: ``payload.simulateFailure``).
+                retries the message). Required.
             ledger: How the ledger counts children and when it gives up on a batch: consumer
                 concurrency, failure threshold, deadline, batch sizes, counter shards. Default
                 ``LedgerSettings()``.
@@ -101,11 +100,13 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         settings, runtime_layer = props["settings"], props["runtime_layer"]
         super().__init__(scope, construct_id)
         pin_feature_flags(self)  # before any child: the same resources whatever the app's flags
-        if processing_function is not None and not all(hasattr(processing_function, a) for a in ("function_name", "grant_invoke")):
-            raise ConfigError(f"processing_function: must be a Lambda function (IFunction) or None, got {processing_function!r}")
+        if processing_function is None:
+            raise ConfigError("processing_function: required: the Lambda function (IFunction) that does each child's work")
+        if not all(hasattr(processing_function, a) for a in ("function_name", "grant_invoke")):
+            raise ConfigError(f"processing_function: must be a Lambda function (IFunction), got {processing_function!r}")
         self.processing_function = processing_function
         check_type("runtime_layer", runtime_layer, bool)
-        if runtime_layer and processing_function is not None:
+        if runtime_layer:
             attach_runtime_layer(processing_function)
         if not (sqs_intake or kinesis_intake):
             raise ConfigError("sqs_intake, kinesis_intake: at least one intake must be on")
@@ -119,11 +120,9 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
         store = status_store(self, props)
         self.status_table = store.table
         self.update_final_status = store.update_final_status
-        consumer_timeout = settings.function_timeout_seconds
-        if processing_function is not None:
-            # The consumer waits for the processing function: give it the function's time too.
-            timeout = getattr(processing_function, "timeout", None)
-            consumer_timeout += int(timeout.to_seconds()) if timeout is not None else 3
+        # The consumer waits for the processing function: give it the function's time too.
+        timeout = getattr(processing_function, "timeout", None)
+        consumer_timeout = settings.function_timeout_seconds + (int(timeout.to_seconds()) if timeout is not None else 3)
 
         self.child_dlq = self.child_queue = self.sqs_consumer = self.dlq_recorder = None
         self.stream = self.kinesis_failure_queue = self.kinesis_consumer = self.kinesis_failure_recorder = None
@@ -136,7 +135,7 @@ class CompletionLedger(ReadOnlyAttributes, Construct):
 
         # ------------------------------------------------------------------ ledger grants
         for fn in (self.sqs_consumer, self.kinesis_consumer):
-            if fn is not None and processing_function is not None:
+            if fn is not None:
                 fn.add_environment("CHILD_FUNCTION_NAME", processing_function.function_name)
                 processing_function.grant_invoke(fn)
                 acknowledge_processing_invoke(fn.role, processing_function)

@@ -12,8 +12,10 @@ LEDGER_DEADLINE_MINUTES (0: no deadline for batches created by their first messa
 LEDGER_COUNTER_SHARDS (1: one counter item per batch; K > 1: the sharded counter),
 FINALIZER_FUNCTION_NAME (the UpdateFinalStatus function), STATUS_TABLE_NAME (the status table:
 the winner of a FAILED verdict writes the batch's FAILED record there), FANOUT_ENV,
-CHILD_FUNCTION_NAME (the app's processing function, invoked for each child's work; unset: the
-example work below).
+CHILD_FUNCTION_NAME (the app's processing function, invoked for each child's work; the construct
+always sets it, since ``processing_function`` is required. Unset, the example work below runs:
+only the consumers driven directly by the ledger race tests on moto server, which invoke no
+function, rely on that).
 """
 
 from __future__ import annotations
@@ -195,7 +197,8 @@ def record_dead_letter(message: ChildMessage, source: str, reason: str) -> dict[
 
 def do_child_work(message: ChildMessage, attempt: int) -> dict[str, Any]:
     """The child's work: the processing function (CHILD_FUNCTION_NAME), invoked synchronously
-    with ``{"batchId", "childId", "payload", "attempt"}``; without one, the example work, where
+    with ``{"batchId", "childId", "payload", "attempt"}``; without one (the race tests only), the
+    example work, where
     ``payload.simulateFailure`` fails it on purpose, exactly like the example tasks
     (``fanout_runtime.faults``): {"mode": "transient", "times": N} fails the first N attempts,
     "permanent" and "fatal" every attempt (so the message ends in the DLQ)."""
