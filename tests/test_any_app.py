@@ -53,7 +53,7 @@ def synth_all_three(outdir: Path, env: Environment | None) -> tuple[dict, dict]:
     constructs = [
         ParallelFanOut(stack, "Orders", tasks=[FanOutTask("Charge", work), FanOutTask("Ship", work)]),
         DistributedMapFanOut(stack, "Items", worker=FanOutTask("ProcessItem", user_function(stack, "Worker"))),
-        CompletionLedger(stack, "Ledger", processing_function=user_function(stack, "Process")),
+        CompletionLedger(stack, "Ledger", processing_function=user_function(stack, "Process"), kinesis_intake=True),
     ]
     for construct in constructs:
         construct.add_outputs()
