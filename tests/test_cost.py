@@ -248,6 +248,17 @@ def test_estimate_reads_another_apps_assembly_with_app(capsys, dev_app):
     assert out["components"]["express_requests"]["quantity"] == 40
 
 
+def test_estimate_with_app_defaults_to_the_stacks_one_workflow(capsys, dev_app):
+    # --stack picks the Map stack of the assembly; no --workflow: its one workflow, the Map
+    stack = dev_app.workflow_stacks["map"]
+    assert main(["estimate", "--app", str(dev_app.outdir), "--stack", stack, "--items", "40", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["components"]["express_requests"]["quantity"] == 40
+    # several stacks hold a workflow and none is named: one line naming the way out
+    assert main(["estimate", "--app", str(dev_app.outdir), "--items", "40"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "several stacks hold a workflow" in err and "--stack NAME" in err
+
+
 def test_estimate_stack_without_app_is_one_line(capsys):
     assert main(["estimate", "--items", "5", "--stack", "Mine"]) == 2
     err = capsys.readouterr().err

@@ -15,8 +15,9 @@ MAX_ITEMS = 10**10
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Numbers are read as text and checked here: a bad value is one line naming the flag.
-    parser.add_argument("--workflow", default="map", metavar="|".join(WORKFLOWS),
-                        help="the pattern: parallel (an item is one task run), map, ledger (an item is a child)")
+    parser.add_argument("--workflow", default=None, metavar="|".join(WORKFLOWS),
+                        help="the pattern: parallel (an item is one task run), map, ledger (an item is a "
+                        "child); default: with --app, the one workflow of the stack; else map")
     parser.add_argument("--items", required=True, metavar="N", help="items in the batch")
     parser.add_argument("--env", default="dev", help="environment from cdk.json (default: dev)")
     from fanout_kit.local.app_source import add_app_options
@@ -41,8 +42,8 @@ def _number(flag: str, text: str, *, integer: bool = False, low: float = 0.0, hi
     return value
 
 
-def parse(args: argparse.Namespace) -> tuple[str, int, float, float]:
-    if args.workflow not in WORKFLOWS:
+def parse(args: argparse.Namespace) -> tuple[str | None, int, float, float]:
+    if args.workflow is not None and args.workflow not in WORKFLOWS:
         raise CliError(f"--workflow {args.workflow!r}: expected one of {', '.join(WORKFLOWS)}")
     items = int(_number("--items", args.items, integer=True, low=1, high=MAX_ITEMS,
                         what=f"a whole number of items from 1 to {MAX_ITEMS:,}"))
@@ -60,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "app", None):
         from fanout_kit.local.app_source import load_app
 
-        app, found = load_app(args.app, stack=args.stack, kind=workflow)
+        app, found = load_app(args.app, stack=args.stack, kind=workflow)  # None: the stack's one workflow
+        workflow = found.kind
         where = f"--app {args.app}: stack {found.stack} ({found.path})"
     else:
         if getattr(args, "stack", None):
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         from fanout_kit.local.template import synthesize
         from fanout_kit.ops.aws import environment
 
+        workflow = workflow or "map"
         environment(args.env)  # an unknown environment or a broken cdk.json: one line, before synth
         app = synthesize(args.env)
         where = f"environment {args.env}"
